@@ -1,0 +1,19 @@
+"""Discrete labels from the fused embedding H*: k-means with restarts, lowest inertia kept."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.cluster import KMeans
+
+
+def normalize_rows(H: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (Ng-Jordan-Weiss); all-zero rows stay zero."""
+    norms = np.linalg.norm(H, axis=1, keepdims=True)
+    return H / np.where(norms > 0, norms, 1.0)
+
+
+def assign_labels(H: np.ndarray, n_clusters: int, *, n_init: int = 10, row_normalize: bool = True,
+                  random_state: int | None = None) -> tuple[np.ndarray, float]:
+    """k-means on (row-normalized) H with ``n_init`` restarts; returns labels and the kept inertia."""
+    X = normalize_rows(H) if row_normalize else H
+    km = KMeans(n_clusters, n_init=n_init, random_state=random_state).fit(X)
+    return km.labels_.astype(np.int64), float(km.inertia_)

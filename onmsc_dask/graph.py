@@ -1,0 +1,177 @@
+"""Per-view graphs: kNN search, the kNN affinity (Eq. 1), anchor graphs and high-order normalized operators.
+
+Equation numbers refer to the numbered equations of the ONMSC paper in source order.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+from sklearn.neighbors import NearestNeighbors
+
+from .validation import zero_rows
+
+#: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
+BRUTE_FORCE_MAX_SAMPLES = 8192
+METRICS = ("euclidean", "cosine")
+
+
+def resolve_metric(X, metric: str = "auto") -> str:
+    """Metric for a view; ``auto`` picks cosine for non-negative data (counts, histograms, intensities,
+    bag-of-words), whose direction matters more than its length, and euclidean otherwise."""
+    if metric != "auto":
+        if metric not in METRICS:
+            raise ValueError(f"metric must be 'auto' or one of {METRICS}, got {metric!r}")
+        return metric
+    values = X.data if sp.issparse(X) else X
+    return "cosine" if values.size and values.min() >= 0 else "euclidean"
+
+
+def default_n_neighbors(n_samples: int, n_clusters: int) -> int:
+    """Neighbours from n and k: a tenth of the mean cluster size (the low end of the paper's 0.1..1 x n/k
+    grid), kept within [10, 30] so tiny clusters stay connected and huge n stays sparse."""
+    return int(min(n_samples - 1, np.clip(round(0.1 * n_samples / n_clusters), 10, 30)))
+
+
+def _prepare(X, metric: str):
+    """Rows ready for the metric: unit-normalized for cosine (so euclidean search is equivalent)."""
+    if metric != "cosine":
+        return X
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else (X * X).sum(axis=1))
+    norms[norms == 0] = 1.0
+    return sp.diags(1.0 / norms) @ X if sp.issparse(X) else X / norms[:, None]
+
+
+def nearest_neighbors(X, n_neighbors: int, metric: str, random_state: int | None = None):
+    """Indices and distances of each row's ``n_neighbors`` nearest other rows, shape (n, n_neighbors)."""
+    n = X.shape[0]
+    Xm = _prepare(X, metric)
+    if n <= BRUTE_FORCE_MAX_SAMPLES:
+        nn = NearestNeighbors(n_neighbors=n_neighbors, algorithm="brute", metric="euclidean").fit(Xm)
+        dist, ind = nn.kneighbors()  # excludes each query point itself
+    else:
+        from pynndescent import NNDescent
+
+        index = NNDescent(Xm, metric="euclidean", n_neighbors=n_neighbors + 1, random_state=random_state,
+                          n_jobs=1 if random_state is not None else None, compressed=True)
+        ind, dist = index.neighbor_graph
+        ind, dist = _drop_self(ind, dist)
+    if metric == "cosine":  # chord length of unit vectors -> cosine distance
+        dist = dist**2 / 2.0
+    return ind.astype(np.int64), dist.astype(np.float64)
+
+
+def _drop_self(ind: np.ndarray, dist: np.ndarray):
+    """Remove each row's own index (or, for exact duplicates found first, the last column)."""
+    n, m = ind.shape
+    is_self = ind == np.arange(n)[:, None]
+    is_self[~is_self.any(axis=1), -1] = True
+    keep = ~is_self
+    return ind[keep].reshape(n, m - 1), dist[keep].reshape(n, m - 1)
+
+
+def local_scale(dist: np.ndarray) -> np.ndarray:
+    """Per-point kernel width: distance to the 7th neighbour (self-tuning, Zelnik-Manor & Perona), never 0."""
+    sigma = dist[:, min(6, dist.shape[1] - 1)].copy()
+    positive = sigma[sigma > 0]
+    floor = positive.min() if positive.size else 1.0
+    sigma[sigma <= 0] = floor
+    return sigma
+
+
+def knn_affinity(ind: np.ndarray, dist: np.ndarray) -> sp.csr_matrix:
+    """Symmetric kNN affinity, A_ij = exp(-d_ij^2 / (s_i s_j)) if i or j is among the other's neighbours."""  # Eq. 1
+    n, m = ind.shape
+    sigma = local_scale(dist)
+    rows = np.repeat(np.arange(n), m)
+    w = np.exp(-dist.ravel() ** 2 / (sigma[rows] * sigma[ind.ravel()]))
+    W = sp.csr_matrix((np.maximum(w, np.finfo(float).tiny), (rows, ind.ravel())), shape=(n, n))
+    return W.maximum(W.T).tocsr()
+
+
+def view_affinity(X, n_neighbors: int, metric: str, random_state: int | None = None) -> sp.csr_matrix:
+    """kNN search plus Eq. 1 for one view; warns about disconnected graphs."""
+    A = knn_affinity(*nearest_neighbors(X, n_neighbors, metric, random_state))
+    n_comp = sp.csgraph.connected_components(A, directed=False)[0]
+    if n_comp > 1:
+        warnings.warn(f"kNN graph with {n_neighbors} neighbours has {n_comp} connected components; each "
+                      "component gets its own eigenvectors", stacklevel=2)
+    return A
+
+
+def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sample_size: int = 20000) -> np.ndarray:
+    """k-means centres of a uniform sample of rows: the anchor points of an anchor graph."""
+    from sklearn.cluster import KMeans
+
+    rng = np.random.default_rng(random_state)
+    n = X.shape[0]
+    idx = np.sort(rng.choice(n, size=min(n, max(sample_size, n_landmarks)), replace=False))
+    sample = X[idx]
+    sample = sample.toarray() if sp.issparse(sample) else sample
+    m = min(n_landmarks, len(idx))
+    km = KMeans(m, n_init=1, max_iter=50, random_state=rng.integers(2**31 - 1)).fit(sample)
+    return km.cluster_centers_
+
+
+def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:
+    """Z (n x m): each row links to its ``n_nearest`` landmarks with self-tuned Gaussian weights, rows sum to 1."""
+    Xm, L = _prepare(X, metric), _prepare(landmarks, metric)
+    r = min(n_nearest, L.shape[0])
+    dist, ind = NearestNeighbors(n_neighbors=r, algorithm="brute").fit(L).kneighbors(Xm)
+    sigma = np.maximum(dist[:, -1:], np.finfo(float).eps) if r > 1 else np.ones((len(dist), 1))
+    w = np.exp(-(dist**2) / sigma**2) + np.finfo(float).tiny
+    w /= w.sum(axis=1, keepdims=True)
+    n = X.shape[0]
+    return sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * r + 1, r)), shape=(n, L.shape[0]))
+
+
+def anchor_to_affinity(Z: sp.spmatrix) -> LinearOperator:
+    """A = Z Lambda^-1 Z^T with Lambda = diag(Z^T 1), as an operator (never formed)."""
+    lam = np.asarray(Z.sum(axis=0)).ravel()
+    inv = np.where(lam > 0, 1.0 / np.where(lam > 0, lam, 1.0), 0.0)
+    n = Z.shape[0]
+    return LinearOperator((n, n), matvec=lambda x: Z @ (inv * (Z.T @ x)),
+                          matmat=lambda x: Z @ (inv[:, None] * (Z.T @ x)), dtype=np.float64)
+
+
+class NormalizedHighOrderAffinity(LinearOperator):
+    """G = D^-1/2 A^o D^-1/2 with D = diag(A^o 1); A^o is applied as o products, never formed."""  # Eqs. 2-3, 7-8
+
+    def __init__(self, A, order: int):
+        if order < 1:
+            raise ValueError(f"order must be >= 1, got {order}")
+        self.A, self.order = A, int(order)
+        n = A.shape[0]
+        degrees = self.power(np.ones(n))  # Eq. 2 for A^o
+        if (degrees <= 0).any():
+            warnings.warn(f"{int((degrees <= 0).sum())} isolated points (zero degree) at order {order}; "
+                          "they get zero rows in G", stacklevel=2)
+        self.inv_sqrt_degrees = np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
+        super().__init__(np.float64, (n, n))
+
+    def power(self, x: np.ndarray) -> np.ndarray:
+        """A^o x."""
+        for _ in range(self.order):
+            x = self.A @ x
+        return x
+
+    def _matmat(self, X):
+        d = self.inv_sqrt_degrees if X.ndim == 1 else self.inv_sqrt_degrees[:, None]
+        return d * self.power(d * X)
+
+    def _matvec(self, x):
+        return self._matmat(np.asarray(x).ravel())
+
+    def _adjoint(self):
+        return self
+
+
+def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: int, n_nearest_landmarks: int,
+                random_state: int | None = None) -> sp.csr_matrix:
+    """The view's graph for ``solver``: the kNN affinity A (n x n), or the anchor matrix Z (n x m)."""
+    if solver == "anchor":
+        landmarks = select_landmarks(X, n_landmarks, random_state)
+        return anchor_affinity(X, landmarks, n_nearest_landmarks, metric)
+    return view_affinity(X, n_neighbors, metric, random_state)

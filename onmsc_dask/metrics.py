@@ -1,0 +1,41 @@
+"""Clustering quality against ground truth: accuracy (Hungarian), NMI, purity, ARI."""
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+from sklearn.metrics.cluster import contingency_matrix
+
+
+def _contingency(y_true, y_pred) -> np.ndarray:
+    y_true, y_pred = np.asarray(y_true).ravel(), np.asarray(y_pred).ravel()
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"y_true has {y_true.size} labels but y_pred has {y_pred.size}")
+    if y_true.size == 0:
+        raise ValueError("cannot evaluate an empty labelling")
+    return contingency_matrix(y_true, y_pred)
+
+
+def accuracy(y_true, y_pred) -> float:
+    """Best one-to-one matching of clusters to classes (Hungarian algorithm)."""
+    c = _contingency(y_true, y_pred)
+    rows, cols = linear_sum_assignment(-c)
+    return float(c[rows, cols].sum() / c.sum())
+
+
+def purity(y_true, y_pred) -> float:
+    """Fraction of samples in the majority class of their cluster."""
+    c = _contingency(y_true, y_pred)
+    return float(c.max(axis=0).sum() / c.sum())
+
+
+def evaluate(y_true, y_pred) -> dict[str, float]:
+    """``acc``, ``nmi``, ``purity`` and ``ari`` of a predicted labelling."""
+    _contingency(y_true, y_pred)
+    y_true, y_pred = np.asarray(y_true).ravel(), np.asarray(y_pred).ravel()
+    return {
+        "acc": accuracy(y_true, y_pred),
+        "nmi": float(normalized_mutual_info_score(y_true, y_pred)),
+        "purity": purity(y_true, y_pred),
+        "ari": float(adjusted_rand_score(y_true, y_pred)),
+    }

@@ -1,0 +1,146 @@
+"""Spectral embeddings H^(o): the top-k eigenvectors of G = D^-1/2 A^o D^-1/2, by three solvers.
+
+- ``exact``: ARPACK (eigsh) on the sparse kNN operator; the reference.
+- ``nystrom``: the paper's Algorithms 2-3 (uniform landmark columns of G, randomized SVD, orthogonalization).
+  Kept to reproduce the paper: on sparse kNN graphs it recovers almost nothing (see docs/solvers.md).
+- ``anchor``: anchor graph A = Z Lambda^-1 Z^T; A^o, its degrees and the eigenvectors reduce to a
+  tall-skinny QR of an n x m matrix and an m x m eigenproblem.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import eigsh
+
+from .graph import NormalizedHighOrderAffinity
+
+SOLVERS = ("exact", "nystrom", "anchor")
+#: ``auto`` uses the exact kNN solver up to this many samples and the anchor graph above (docs/solvers.md)
+EXACT_MAX_SAMPLES = 20000
+
+
+def resolve_solver(solver: str, n_samples: int) -> str:
+    if solver == "auto":
+        return "exact" if n_samples <= EXACT_MAX_SAMPLES else "anchor"
+    if solver not in SOLVERS:
+        raise ValueError(f"embedding must be 'auto' or one of {SOLVERS}, got {solver!r}")
+    return solver
+
+
+def _fix_signs(H: np.ndarray) -> np.ndarray:
+    """Deterministic sign: the entry of largest magnitude in each column is positive."""
+    idx = np.abs(H).argmax(axis=0)
+    return H * np.sign(H[idx, np.arange(H.shape[1])])
+
+
+def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Largest-k eigenpairs of a symmetric operator (dense eigh for small n), eigenvalues descending."""
+    n = G.shape[0]
+    if n <= 500:
+        dense = G @ np.eye(n) if not isinstance(G, np.ndarray) else G
+        vals, vecs = np.linalg.eigh((dense + dense.T) / 2)
+    else:
+        v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
+        vals, vecs = eigsh(G, k=k, which="LA", v0=v0, ncv=min(n, max(2 * k + 1, 40)), tol=1e-8)
+    order = np.argsort(vals)[::-1][:k]
+    return vals[order], _fix_signs(vecs[:, order])
+
+
+def exact_embedding(A, k: int, order: int, random_state: int | None = None) -> np.ndarray:
+    """H^(o) from the exact operator G (reference solver)."""
+    return top_eigenvectors(NormalizedHighOrderAffinity(A, order), k, random_state)[1]
+
+
+def randomized_eigh(R: np.ndarray, k: int, oversampling: int, rng: np.random.Generator):
+    """Paper's Algorithm RSVD: Omega Gaussian, Y = R Omega, Q = qr(Y), B = Q^T R Q, eig(B), U = Q V."""
+    omega = rng.standard_normal((R.shape[0], min(R.shape[0], k + oversampling)))
+    Q, _ = np.linalg.qr(R @ omega)
+    vals, V = np.linalg.eigh(Q.T @ R @ Q)
+    top = np.argsort(np.abs(vals))[::-1][:k]
+    return Q @ V[:, top], vals[top]
+
+
+def orthogonalize(H: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Paper's Algorithm 3: H~ with H~^T H~ = I and H~ Lam~ H~^T = H Lam H^T."""
+    sigma, V = np.linalg.eigh(H.T @ H)
+    sigma = np.maximum(sigma, np.finfo(float).eps * sigma.max())
+    s_half = np.sqrt(sigma)
+    K = (s_half[:, None] * (V.T @ np.diag(lam) @ V)) * s_half[None, :]
+    lam_t, V_t = np.linalg.eigh(K)
+    top = np.argsort(lam_t)[::-1]
+    return H @ (V / s_half) @ V_t[:, top], lam_t[top]
+
+
+def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int = 10,
+                      random_state: int | None = None) -> np.ndarray:
+    """Paper's Algorithm 2 (+3): uniform columns E of G, R = E[idx], randomized SVD of R, extension to n rows."""
+    G = NormalizedHighOrderAffinity(A, order)
+    n = G.shape[0]
+    m = min(n_landmarks, n)
+    rng = np.random.default_rng(random_state)
+    idx = np.sort(rng.choice(n, size=m, replace=False))
+    E = G @ sp.csr_matrix((np.ones(m), (idx, np.arange(m))), shape=(n, m)).toarray()  # m columns of G
+    R = E[idx]
+    U_r, lam = randomized_eigh((R + R.T) / 2, k, oversampling, rng)
+    lam_inv = np.where(np.abs(lam) > np.finfo(float).eps * np.abs(lam).max(), 1.0 / lam, 0.0)
+    H = np.sqrt(m / n) * (E @ U_r * lam_inv)
+    H, _ = orthogonalize(H, lam * n / m)
+    return _fix_signs(H)
+
+
+def anchor_factor(Z: sp.spmatrix, order: int) -> np.ndarray:
+    """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2:
+    A^o = B (B^T B)^(o-1) B^T, so C = D^-1/2 B (B^T B)^((o-1)/2) with D = A^o 1."""
+    lam = np.asarray(Z.sum(axis=0)).ravel()
+    scale = np.where(lam > 0, 1.0 / np.sqrt(np.where(lam > 0, lam, 1.0)), 0.0)
+    B = Z @ sp.diags(scale)
+    BtB = np.asarray((B.T @ B).todense()) if sp.issparse(B) else B.T @ B
+    w, V = np.linalg.eigh((BtB + BtB.T) / 2)
+    w = np.maximum(w, 0.0)
+    half_power = (V * w ** ((order - 1) / 2.0)) @ V.T  # (B^T B)^((o-1)/2)
+    BtB_pow = (V * w ** (order - 1)) @ V.T
+    colsum = np.asarray(B.sum(axis=0)).ravel()
+    degrees = B @ (BtB_pow @ colsum)  # A^o 1, Eq. 2
+    inv_sqrt = np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
+    return inv_sqrt[:, None] * np.asarray(B @ half_power)
+
+
+def eigvecs_from_factor(C, k: int) -> np.ndarray:
+    """Top-k eigenvectors of C C^T via a tall-skinny QR (C = Q R) and the m x m eigenproblem of R R^T."""
+    if hasattr(C, "dask"):
+        import dask.array as da
+
+        Q, R = da.linalg.tsqr(C)
+        R = R.compute()
+    else:
+        Q, R = np.linalg.qr(C)
+    vals, V = np.linalg.eigh(R @ R.T)
+    top = np.argsort(vals)[::-1][:k]
+    H = Q @ V[:, top]
+    H = H.compute() if hasattr(H, "compute") else H
+    return _fix_signs(np.asarray(H))
+
+
+def anchor_embedding(Z: sp.spmatrix, k: int, order: int) -> np.ndarray:
+    """H^(o) of an anchor graph."""
+    return eigvecs_from_factor(anchor_factor(Z, order), k)
+
+
+def embed_graph(graph: sp.csr_matrix, solver: str, k: int, orders: int, *, n_landmarks: int = 0,
+                random_state: int | None = None) -> np.ndarray:
+    """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``), shape (orders, n, k)."""
+    if solver == "anchor":
+        return np.stack([anchor_embedding(graph, k, o) for o in range(1, orders + 1)])
+    if solver == "nystrom":
+        return np.stack([nystrom_embedding(graph, k, o, n_landmarks, random_state=random_state)
+                         for o in range(1, orders + 1)])
+    return np.stack([exact_embedding(graph, k, o, random_state) for o in range(1, orders + 1)])
+
+
+def average_graph_embedding(graphs: list[sp.csr_matrix], solver: str, k: int, *, n_landmarks: int = 0,
+                            random_state: int | None = None) -> np.ndarray:
+    """F: first-order embedding of the average affinity (1/v) sum_p A_p (the anchor one stacks the B_p)."""
+    if solver == "anchor":
+        return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k, 1)
+    return embed_graph(sum(graphs) / len(graphs), solver, k, 1, n_landmarks=n_landmarks,
+                       random_state=random_state)[0]
