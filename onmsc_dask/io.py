@@ -1,0 +1,333 @@
+"""Readers for multi-view data sets: MATLAB .mat (v5 and v7.3), MNIST IDX, .npz, CSV and stores.
+
+Every loader returns ``(views, y)``: a list of n×d_p views (dense float64 C-contiguous arrays
+or float64 CSR matrices; a store's views keep their float32/float64 dtype) and 1-D int64
+labels, or None when the source has none.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import re
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import h5py
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from .store import MultiViewStore, as_labels
+
+__all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_csv"]
+
+View = np.ndarray | sp.csr_matrix
+PathLike = str | os.PathLike
+
+_VIEW_KEYS = ("X", "data", "fea", "views")
+_LABEL_KEYS = ("y", "Y", "gt", "gnd", "truth", "labels")
+_MATLAB_NUMERIC = {
+    "double", "single", "logical",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+}  # fmt: skip
+_IDX_DTYPES = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_MNIST_FILE = re.compile(r"^(train|t10k)-(images|labels)[.-]idx\d-ubyte(\.gz)?$")
+_SPLITS = {"train": "train", "t10k": "t10k", "test": "t10k"}
+
+
+def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
+    """Load views and labels from a .mat, .npz or .csv file, a MultiViewStore or an MNIST directory.
+
+    An MNIST directory gives one view of flattened float64 images (the train split when
+    present, else t10k).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if path.suffix == ".zarr" or (path / "zarr.json").exists():
+            store = MultiViewStore(path)
+            return [store.read_view(p) for p in range(store.n_views)], store.labels
+        splits = {split for split, kind in _mnist_files(path) if kind == "images"}
+        if not splits:
+            raise ValueError(
+                f"{path}: directory is neither a .zarr store nor holds MNIST IDX files"
+            )
+        images, labels = load_mnist_dir(path, "train" if "train" in splits else "t10k")
+        return [images.reshape(len(images), -1).astype(np.float64)], labels
+    readers = {".mat": load_mat, ".npz": load_npz, ".csv": load_csv}
+    if path.suffix.lower() not in readers:
+        raise ValueError(
+            f"{path}: unsupported format {path.suffix!r}; expected .mat, .npz, .csv, "
+            "a .zarr store or a directory of MNIST IDX files"
+        )
+    return readers[path.suffix.lower()](path)
+
+
+# ---------------------------------------------------------------------- MATLAB
+
+
+def load_mat(path: PathLike) -> tuple[list[View], np.ndarray | None]:
+    """Load a MATLAB .mat (v5 or v7.3) file holding a cell array of views and labels.
+
+    Views come from the first of the variables X, data, fea, views; labels from y, Y, gt,
+    gnd, truth, labels. Views stored transposed (d×n) are turned to n×d.
+    """
+    path = Path(path)
+    variables = _read_mat_variables(path)
+    view_key = next((k for k in _VIEW_KEYS if k in variables), None)
+    if view_key is None:
+        raise ValueError(
+            f"{path}: not a multi-view .mat file: no views variable "
+            f"(looked for {', '.join(_VIEW_KEYS)})"
+        )
+    label_key = next((k for k in _LABEL_KEYS if k in variables), None)
+    y = None if label_key is None else as_labels(variables[label_key], name=f"{path}: {label_key}")
+    views = [_as_view(v, p, path) for p, v in enumerate(_cell_items(variables[view_key], path))]
+    return _orient(views, y, path), y
+
+
+def _read_mat_variables(path: Path) -> dict[str, Any]:
+    """The view and label variables of a .mat file, cells as object arrays in MATLAB shape."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    names = [*_VIEW_KEYS, *_LABEL_KEYS]
+    try:
+        if h5py.is_hdf5(path):
+            with h5py.File(path, "r") as f:
+                return {k: _h5_value(f, f[k]) for k in names if k in f}
+        return scipy.io.loadmat(path, variable_names=names)
+    except NotImplementedError as exc:  # scipy's answer to a v7.3 header on a non-HDF5 file
+        raise ValueError(f"{path}: corrupt or truncated MATLAB v7.3 file ({exc})") from exc
+    except Exception as exc:  # scipy.io and h5py raise many types on damaged input
+        raise ValueError(
+            f"{path}: corrupt, truncated or not a multi-view .mat file "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _h5_value(f: h5py.File, obj: h5py.Dataset | h5py.Group) -> Any:
+    """A MATLAB v7.3 variable as loadmat would give it: HDF5 data is stored transposed."""
+    if isinstance(obj, h5py.Group):
+        return _h5_sparse(obj) if "MATLAB_sparse" in obj.attrs else None
+    if h5py.check_ref_dtype(obj.dtype) is not None:
+        refs = obj[()].T
+        cell = np.empty(refs.shape, dtype=object)
+        for index, ref in np.ndenumerate(refs):
+            cell[index] = _h5_value(f, f[ref])
+        return cell
+    matlab_class = obj.attrs.get("MATLAB_class", b"double")
+    matlab_class = matlab_class.decode() if isinstance(matlab_class, bytes) else str(matlab_class)
+    if matlab_class not in _MATLAB_NUMERIC:
+        return None
+    if obj.attrs.get("MATLAB_empty", 0):
+        return np.empty((0, 0))
+    return obj[()].T
+
+
+def _h5_sparse(group: h5py.Group) -> sp.csc_matrix:
+    """MATLAB v7.3 sparse: CSC arrays data/ir/jc, row count in the MATLAB_sparse attribute."""
+    jc = group["jc"][()].astype(np.int64)
+    ir = group["ir"][()].astype(np.int64) if "ir" in group else np.empty(0, np.int64)
+    data = group["data"][()] if "data" in group else np.empty(0)
+    shape = (int(group.attrs["MATLAB_sparse"]), len(jc) - 1)
+    return sp.csc_matrix((data, ir, jc), shape=shape)
+
+
+def _cell_items(cell: Any, path: Path) -> list[Any]:
+    """Views of a 1×v or v×1 cell; a plain matrix is one view."""
+    if not (isinstance(cell, np.ndarray) and cell.dtype == object):
+        return [cell]
+    if cell.ndim != 2 or min(cell.shape) != 1:
+        raise ValueError(
+            f"{path}: cell array of views has shape {cell.shape}, expected 1×v or v×1"
+        )
+    return list(cell.ravel())
+
+
+def _as_view(view: Any, p: int, source: Path) -> View:
+    """View `p` as float64 CSR or C-contiguous float64 array."""
+    if sp.issparse(view):
+        view = sp.csr_matrix(view, dtype=np.float64)
+    elif isinstance(view, np.ndarray) and view.dtype.kind in "biuf":
+        view = np.ascontiguousarray(view, dtype=np.float64)
+    else:
+        kind = getattr(view, "dtype", type(view).__name__)
+        raise ValueError(f"{source}: view {p}: is not a numeric matrix (got {kind})")
+    if view.ndim != 2 or 0 in view.shape:
+        raise ValueError(
+            f"{source}: view {p}: has shape {view.shape}, expected a non-empty 2-D matrix"
+        )
+    return view
+
+
+def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]:
+    """Transpose views stored d×n so each has n rows.
+
+    n is len(y), or without labels the dimension shared by all views (the more common
+    row count when every view shares both). Square views are kept as they are.
+    """
+    if y is not None:
+        n = len(y)
+    else:
+        shared = set.intersection(*(set(v.shape) for v in views))
+        if not shared:
+            shapes = ", ".join(f"view {p} {v.shape}" for p, v in enumerate(views))
+            raise ValueError(f"{source}: views share no dimension, cannot tell samples: {shapes}")
+        rows = Counter(v.shape[0] for v in views if v.shape[0] in shared)
+        n = rows.most_common(1)[0][0] if rows else min(shared)
+    oriented = []
+    for p, view in enumerate(views):
+        if view.shape[0] != n and view.shape[1] == n:
+            view = view.T.tocsr() if sp.issparse(view) else np.ascontiguousarray(view.T)
+        if view.shape[0] != n:
+            raise ValueError(
+                f"{source}: view {p}: has shape {view.shape}, neither dimension matches "
+                f"{n} samples" + ("" if y is None else " (len(y))")
+            )
+        oriented.append(view)
+    return oriented
+
+
+# ------------------------------------------------------------------------- IDX
+
+
+def read_idx(path: PathLike) -> np.ndarray:
+    """Read one IDX file (MNIST format, optionally gzip-compressed) into a native-endian array."""
+    path = Path(path)
+    with path.open("rb") as f:
+        compressed = f.read(2) == b"\x1f\x8b"
+    try:
+        with (gzip.open if compressed else open)(path, "rb") as f:
+            magic = f.read(4)
+            if len(magic) < 4:
+                raise ValueError(f"{path}: truncated or empty IDX file (no header)")
+            if magic[:2] != b"\0\0" or magic[2] not in _IDX_DTYPES or not magic[3]:
+                raise ValueError(f"{path}: bad magic number 0x{magic.hex()}; not an IDX file")
+            dtype = np.dtype(_IDX_DTYPES[magic[2]])
+            header = f.read(4 * magic[3])
+            if len(header) < 4 * magic[3]:
+                raise ValueError(f"{path}: truncated IDX header")
+            dims = tuple(int(d) for d in np.frombuffer(header, ">u4"))
+            size = math.prod(dims) * dtype.itemsize
+            payload = f.read(size)
+            trailing = f.read(1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: corrupt or truncated IDX file ({exc})") from exc
+    if len(payload) < size:
+        raise ValueError(
+            f"{path}: truncated IDX file: dims {dims} need {size} bytes, got {len(payload)}"
+        )
+    if trailing:
+        raise ValueError(f"{path}: IDX file has data beyond the {size} bytes of dims {dims}")
+    return np.frombuffer(payload, dtype).reshape(dims).astype(dtype.newbyteorder("="))
+
+
+def load_mnist_dir(
+    directory: PathLike, split: str = "train"
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Images (n, rows, cols) and labels (None if no labels file) of an MNIST-style directory.
+
+    Finds ``<split>-images-idx3-ubyte`` and ``<split>-labels-idx1-ubyte`` (optionally .gz),
+    split being "train" or "t10k" (alias "test").
+    """
+    directory = Path(directory)
+    if split not in _SPLITS:
+        raise ValueError(f"split must be one of {sorted(_SPLITS)}, got {split!r}")
+    split = _SPLITS[split]
+    files = _mnist_files(directory)
+    if (split, "images") not in files:
+        found = sorted(p.name for p in files.values())
+        raise FileNotFoundError(
+            f"{directory}: no {split!r} images file ({split}-images-idx3-ubyte[.gz]); "
+            f"found: {found or 'no IDX files'}"
+        )
+    images_path, labels_path = files[split, "images"], files.get((split, "labels"))
+    images = read_idx(images_path)
+    if images.ndim != 3:
+        raise ValueError(f"{images_path}: has shape {images.shape}, expected (n, rows, cols)")
+    if labels_path is None:
+        return images, None
+    return images, as_labels(read_idx(labels_path), len(images), name=str(labels_path))
+
+
+def _mnist_files(directory: Path) -> dict[tuple[str, str], Path]:
+    """(split, "images" | "labels") -> file, preferring uncompressed files."""
+    files: dict[tuple[str, str], Path] = {}
+    for path in sorted(directory.iterdir()):
+        match = _MNIST_FILE.match(path.name)
+        if match and path.is_file():
+            files.setdefault((match[1], match[2]), path)
+    return files
+
+
+# ------------------------------------------------------------------ NPZ / CSV
+
+
+def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
+    """Views from arrays named view0, view1, ... (or X0 / X_0 ...) and optional labels y."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except Exception as exc:  # numpy raises many types on damaged zip archives
+        raise ValueError(
+            f"{path}: corrupt or not an .npz archive ({type(exc).__name__}: {exc})"
+        ) from exc
+    numbered = {}
+    for key in arrays:
+        match = re.fullmatch(r"(?:view|X)_?(\d+)", key)
+        if match:
+            if int(match[1]) in numbered:
+                raise ValueError(f"{path}: two arrays for view {match[1]}")
+            numbered[int(match[1])] = arrays[key]
+    if sorted(numbered) != list(range(len(numbered))) or not numbered:
+        raise ValueError(
+            f"{path}: expected arrays view0, view1, ... (or X0 / X_0 ...) numbered from 0, "
+            f"found {sorted(arrays)}"
+        )
+    label_key = next((k for k in _LABEL_KEYS if k in arrays), None)
+    y = None if label_key is None else as_labels(arrays[label_key], name=f"{path}: {label_key}")
+    views = [_as_view(numbered[p], p, path) for p in range(len(numbered))]
+    return _check_rows(views, y, path), y
+
+
+def load_csv(
+    paths: PathLike | Sequence[PathLike], y_path: PathLike | None = None
+) -> tuple[list[View], np.ndarray | None]:
+    """Views from numeric comma-separated files, one per view, and labels from `y_path`.
+
+    A first row that is not all numbers is taken as a header and skipped.
+    """
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    views = [_as_view(_read_csv(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
+    y = None if y_path is None else as_labels(_read_csv(Path(y_path)), name=str(y_path))
+    return _check_rows(views, y, ", ".join(map(str, paths))), y
+
+
+def _read_csv(path: Path) -> np.ndarray:
+    with path.open() as f:
+        first = f.readline()
+    try:
+        [float(field) for field in first.split(",")]
+        skip = 0
+    except ValueError:
+        skip = 1
+    try:
+        return np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a numeric CSV file ({exc})") from exc
+
+
+def _check_rows(views: list[View], y: np.ndarray | None, source: Any) -> list[View]:
+    n, name = (len(y), "len(y)") if y is not None else (views[0].shape[0], "view 0")
+    for p, view in enumerate(views):
+        if view.shape[0] != n:
+            raise ValueError(
+                f"{source}: view {p}: has {view.shape[0]} rows, expected {n} like {name}"
+            )
+    return views

@@ -1,0 +1,402 @@
+"""On-disk Zarr v3 store for multi-view data and resumable pipeline results.
+
+Layout of a store directory::
+
+    zarr.json            root attrs: format, format_version, n_samples, view_names, metadata
+    views/<i>            dense view: row-chunked 2-D float array
+    views/<i>/{data,indices,indptr}
+                         sparse view: CSR arrays; attrs {"sparse": "csr", "shape", "chunk_rows"}
+    labels               optional 1-D int64 array
+    stages/<stage>/      attrs {"params", "params_hash", "complete"}; one node per result
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
+import zarr
+
+__all__ = ["MultiViewStore", "as_labels"]
+
+FORMAT = "onmsc-dask-store"
+FORMAT_VERSION = 1
+_CHUNK_BYTES = 32 * 2**20
+_MIN_CHUNK_ROWS = 1024
+
+ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
+
+
+def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> np.ndarray:
+    """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
+    y = np.asarray(y)
+    if sum(s > 1 for s in y.shape) > 1:
+        raise ValueError(f"{name}: has shape {y.shape}, expected a vector")
+    y = y.ravel()
+    if y.dtype.kind == "f" and not (np.isfinite(y).all() and np.array_equal(y, np.round(y))):
+        raise ValueError(f"{name}: holds non-integer values")
+    if y.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{name}: has dtype {y.dtype}, expected integers "
+            "(encode them with np.unique(y, return_inverse=True))"
+        )
+    if n_samples is not None and len(y) != n_samples:
+        raise ValueError(f"{name}: has {len(y)} entries, expected {n_samples} like the views")
+    return y.astype(np.int64)
+
+
+class MultiViewStore:
+    """A multi-view data set (views, labels) and pipeline stage results in a Zarr v3 directory.
+
+    Opening only reads metadata, so several processes may open and read one store at once.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Directory of an existing store, as written by :meth:`create`.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        try:
+            self._root = zarr.open_group(self.path, mode="r", zarr_format=3)
+            attrs = self._root.attrs.asdict()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"no readable onmsc-dask store at {self.path}: {exc}") from exc
+        if attrs.get("format") != FORMAT:
+            raise ValueError(
+                f"{self.path} is not an onmsc-dask store (no format={FORMAT!r} attribute; "
+                "a foreign zarr group or an interrupted create)"
+            )
+        version = attrs.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"store at {self.path} was written by format version {version}, "
+                f"this onmsc-dask reads version {FORMAT_VERSION}"
+            )
+        try:
+            self.n_samples = int(attrs["n_samples"])
+            self.view_names = [str(v) for v in attrs["view_names"]]
+            self.metadata = dict(attrs.get("metadata", {}))
+            self._views = [self._root[f"views/{p}"] for p in range(len(self.view_names))]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"store at {self.path} is corrupt: {exc!r}") from exc
+        self.n_views = len(self.view_names)
+
+    def __repr__(self) -> str:
+        return (
+            f"MultiViewStore({str(self.path)!r}, n_samples={self.n_samples}, "
+            f"view_names={self.view_names})"
+        )
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        views: Sequence[ViewInput],
+        y: Any = None,
+        *,
+        view_names: Sequence[str] | None = None,
+        chunk_rows: int | None = None,
+        metadata: dict | None = None,
+        overwrite: bool = False,
+    ) -> "MultiViewStore":
+        """Write `views` (numpy, scipy.sparse or dask arrays, n rows each) and labels `y` to `path`.
+
+        Dense float32/float64 views keep their dtype, other numeric views become float64;
+        sparse views are stored as CSR. Dask arrays are written block by block, never
+        computed whole. `chunk_rows` defaults to ~32 MB chunks for the widest view, at
+        least 1024 rows, at most n.
+        """
+        path = Path(path)
+        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in views]
+        names = _check_view_names(view_names, len(views))
+        n = _check_views(views, names)
+        labels = None if y is None else as_labels(y, n)
+        metadata = _to_json({} if metadata is None else metadata, "metadata")
+        if chunk_rows is None:
+            chunk_rows = _default_chunk_rows(views, n)
+        elif int(chunk_rows) < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        chunk_rows = min(int(chunk_rows), n)
+        _prepare_target(path, overwrite)
+
+        root = zarr.open_group(path, mode="w", zarr_format=3)
+        for p, view in enumerate(views):
+            _write_view(root, f"views/{p}", view, chunk_rows)
+        if labels is not None:
+            root.create_array("labels", data=labels)
+        # Written last: a store whose create was interrupted has no format and fails to open.
+        root.attrs.update(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "n_samples": n,
+                "view_names": names,
+                "metadata": metadata,
+            }
+        )
+        return cls(path)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def labels(self) -> np.ndarray | None:
+        """Labels as a 1-D int64 array, or None if the store has none."""
+        return self._root["labels"][...] if "labels" in self._root else None
+
+    def is_sparse(self, p: int) -> bool:
+        """Whether view `p` is stored as CSR."""
+        return isinstance(self._view(p), zarr.Group)
+
+    def view_shape(self, p: int) -> tuple[int, int]:
+        """Shape (n_samples, n_features) of view `p`."""
+        node = self._view(p)
+        shape = node.attrs["shape"] if isinstance(node, zarr.Group) else node.shape
+        return int(shape[0]), int(shape[1])
+
+    def read_view(self, p: int) -> np.ndarray | sp.csr_matrix:
+        """Whole view `p` in memory."""
+        return self.read_rows(p, 0, self.n_samples)
+
+    def read_rows(self, p: int, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
+        """Rows `start:stop` of view `p` (dense array or CSR matrix)."""
+        node = self._view(p)
+        if not 0 <= start <= stop <= self.n_samples:
+            raise IndexError(f"rows {start}:{stop} out of range for {self.n_samples} samples")
+        if isinstance(node, zarr.Group):
+            return _read_csr(node, start, stop)
+        return node[start:stop]
+
+    def view_dask(self, p: int) -> da.Array:
+        """Dense view `p` as a dask array chunked like the stored row chunks."""
+        node = self._view(p)
+        if isinstance(node, zarr.Group):
+            raise ValueError(
+                f"view {p} ({self.view_names[p]!r}) is sparse; read it block by block with "
+                "read_rows(p, start, stop) over row_chunks(p)"
+            )
+        return da.from_zarr(node)
+
+    def row_chunks(self, p: int) -> list[tuple[int, int]]:
+        """(start, stop) row ranges of the stored chunks of view `p`."""
+        node = self._view(p)
+        step = node.attrs["chunk_rows"] if isinstance(node, zarr.Group) else node.chunks[0]
+        return [(s, min(s + step, self.n_samples)) for s in range(0, self.n_samples, step)]
+
+    def _view(self, p: int) -> zarr.Array | zarr.Group:
+        if not 0 <= p < self.n_views:
+            raise IndexError(f"view {p} out of range: store has {self.n_views} views")
+        return self._views[p]
+
+    # ----------------------------------------------------------------- stages
+
+    def write_result(
+        self, stage: str, name: str, value: np.ndarray | sp.spmatrix | dict, params: dict
+    ) -> None:
+        """Store result `name` of `stage`, computed with `params`.
+
+        A stage holding results of other params is cleared first. The stage is marked
+        incomplete until :meth:`mark_complete` is called.
+        """
+        _check_key(stage, "stage")
+        _check_key(name, "result name")
+        params = _to_json(params, "params")
+        digest = _params_hash(params)
+        stages = zarr.open_group(self.path, mode="r+", zarr_format=3).require_group("stages")
+        if stage in stages and stages[stage].attrs.get("params_hash") != digest:
+            del stages[stage]
+        group = stages.require_group(stage)
+        group.attrs.update({"params": params, "params_hash": digest, "complete": False})
+        if name in group:
+            del group[name]
+        _write_result(group, name, value)
+
+    def read_result(self, stage: str, name: str) -> np.ndarray | sp.csr_matrix | dict:
+        """Result `name` of `stage`; KeyError if absent."""
+        group = self._stage(stage)
+        if name not in group:
+            raise KeyError(f"stage {stage!r} of store {self.path} has no result {name!r}")
+        node = group[name]
+        if isinstance(node, zarr.Array):
+            return node[...]
+        if "sparse" in node.attrs:
+            return _read_csr(node, 0, node.attrs["shape"][0])
+        return node.attrs["json"]
+
+    def has_stage(self, stage: str, params: dict, names: Sequence[str]) -> bool:
+        """Whether `stage` was completed with `params` and holds all results `names`."""
+        try:
+            group = self._stage(stage)
+        except KeyError:
+            return False
+        attrs = group.attrs
+        return (
+            attrs.get("complete") is True
+            and attrs.get("params_hash") == _params_hash(_to_json(params, "params"))
+            and all(name in group for name in names)
+        )
+
+    def mark_complete(self, stage: str) -> None:
+        """Flag `stage` complete; call after all its results are written."""
+        self._stage(stage)
+        group = zarr.open_group(self.path, mode="r+", zarr_format=3)[f"stages/{stage}"]
+        group.attrs.update({"complete": True})
+
+    def stages(self) -> dict[str, dict]:
+        """Params of every stage in the store (complete or not)."""
+        if "stages" not in self._root:
+            return {}
+        return {name: group.attrs["params"] for name, group in self._root["stages"].groups()}
+
+    def _stage(self, stage: str) -> zarr.Group:
+        _check_key(stage, "stage")
+        if f"stages/{stage}" not in self._root:
+            raise KeyError(f"store {self.path} has no stage {stage!r}")
+        return self._root[f"stages/{stage}"]
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _view_label(p: int, names: Sequence[str]) -> str:
+    return f"view {p} ({names[p]!r})"
+
+
+def _check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str]:
+    if n_views == 0:
+        raise ValueError("views: expected at least one view, got none")
+    if view_names is None:
+        return [f"view{p}" for p in range(n_views)]
+    names = list(view_names)
+    if len(names) != n_views:
+        raise ValueError(f"view_names: has {len(names)} names for {n_views} views")
+    if not all(isinstance(s, str) for s in names) or len(set(names)) != n_views:
+        raise ValueError(f"view_names: must be distinct strings, got {names}")
+    return names
+
+
+def _check_views(views: list[ViewInput], names: list[str]) -> int:
+    """Check every view is a non-empty numeric matrix with as many rows as view 0; return n."""
+    for p, view in enumerate(views):
+        label = _view_label(p, names)
+        if view.ndim != 2:
+            raise ValueError(f"{label}: is {view.ndim}-D, expected a 2-D matrix")
+        if view.dtype.kind not in "biuf":
+            raise ValueError(f"{label}: has dtype {view.dtype}, expected a numeric matrix")
+        if any(math.isnan(s) for s in view.shape):
+            raise ValueError(f"{label}: has unknown chunk sizes; call compute_chunk_sizes() first")
+        if 0 in view.shape:
+            raise ValueError(f"{label}: is empty (shape {view.shape})")
+        if view.shape[0] != views[0].shape[0]:
+            raise ValueError(
+                f"{label}: has {view.shape[0]} rows, expected {views[0].shape[0]} like "
+                f"{_view_label(0, names)}"
+            )
+    return int(views[0].shape[0])
+
+
+def _check_key(key: str, what: str) -> None:
+    if not isinstance(key, str) or not key or "/" in key or key.startswith("."):
+        raise ValueError(f"{what} must be a non-empty string without '/', got {key!r}")
+
+
+def _to_json(obj: Any, what: str) -> Any:
+    """A JSON round-tripped copy of `obj` (numpy scalars and arrays become Python values)."""
+
+    def default(o: Any) -> Any:
+        if isinstance(o, (np.generic, np.ndarray)):
+            return o.tolist()
+        raise TypeError(f"{type(o).__name__} is not JSON-serialisable")
+
+    try:
+        return json.loads(json.dumps(obj, sort_keys=True, default=default))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+
+
+def _params_hash(params: Any) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+
+
+def _prepare_target(path: Path, overwrite: bool) -> None:
+    """Refuse an existing path, unless `overwrite` and it is an empty dir or a zarr store."""
+    if not path.exists():
+        return
+    if not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+    if not path.is_dir() or not ((path / "zarr.json").exists() or not any(path.iterdir())):
+        raise FileExistsError(f"{path} exists and is not a zarr store; refusing to overwrite it")
+
+
+# ------------------------------------------------------------------- writing
+
+
+def _store_dtype(dtype: np.dtype) -> np.dtype:
+    """float32/float64 are kept, every other numeric dtype is stored as float64."""
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
+def _default_chunk_rows(views: list[ViewInput], n: int) -> int:
+    def row_bytes(view: ViewInput) -> int:
+        itemsize = _store_dtype(view.dtype).itemsize
+        if sp.issparse(view):
+            return math.ceil(view.nnz / n) * (itemsize + 8)
+        return view.shape[1] * itemsize
+
+    widest = max(max(row_bytes(v) for v in views), 1)
+    return min(n, max(_MIN_CHUNK_ROWS, _CHUNK_BYTES // widest))
+
+
+def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int) -> None:
+    dtype = _store_dtype(view.dtype)
+    if sp.issparse(view):
+        _write_csr(group, name, view, dtype).attrs.update({"chunk_rows": chunk_rows})
+        return
+    n, d = view.shape
+    array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d))
+    if isinstance(view, da.Array):
+        da.store(view.astype(dtype).rechunk((chunk_rows, d)), array, lock=False)
+        return
+    for start in range(0, n, chunk_rows):
+        array[start : start + chunk_rows] = view[start : start + chunk_rows].astype(dtype)
+
+
+def _write_csr(group: zarr.Group, name: str, matrix: Any, dtype: np.dtype) -> zarr.Group:
+    """Write `matrix` as CSR arrays data/indices/indptr in a new subgroup `name`."""
+    matrix = sp.csr_matrix(matrix)
+    sub = group.create_group(name, attributes={"sparse": "csr", "shape": list(matrix.shape)})
+    arrays = {"data": matrix.data.astype(dtype), "indices": matrix.indices, "indptr": matrix.indptr}
+    for key, values in arrays.items():
+        chunk = max(1, min(len(values), _CHUNK_BYTES // values.dtype.itemsize))
+        sub.create_array(key, data=values, chunks=(chunk,))
+    return sub
+
+
+def _write_result(group: zarr.Group, name: str, value: Any) -> None:
+    if isinstance(value, dict):
+        group.create_group(name, attributes={"json": _to_json(value, f"result {name!r}")})
+    elif sp.issparse(value):
+        _write_csr(group, name, value, value.dtype)
+    elif isinstance(value, np.ndarray):
+        group.create_array(name, data=value)
+    else:
+        raise TypeError(
+            f"result {name!r}: expected a numpy array, scipy.sparse matrix or dict, "
+            f"got {type(value).__name__}"
+        )
+
+
+def _read_csr(group: zarr.Group, start: int, stop: int) -> sp.csr_matrix:
+    indptr = group["indptr"][start : stop + 1]
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    data, indices = group["data"][lo:hi], group["indices"][lo:hi]
+    shape = (stop - start, int(group.attrs["shape"][1]))
+    return sp.csr_matrix((data, indices, indptr - lo), shape=shape)

@@ -1,0 +1,347 @@
+import gzip
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from onmsc_dask.io import load, load_csv, load_mat, load_mnist_dir, load_npz, read_idx
+from onmsc_dask.store import MultiViewStore
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+N = 30
+
+
+@pytest.fixture
+def dataset():
+    """Three views (float, integer, sparse) of N samples and labels."""
+    rng = np.random.default_rng(0)
+    views = [
+        rng.normal(size=(N, 4)),
+        rng.integers(0, 9, size=(N, 7)).astype(np.uint8),
+        sp.random(N, 12, density=0.3, format="csc", random_state=1),
+    ]
+    return views, np.arange(N) % 3
+
+
+def _dense(view):
+    return view.toarray() if sp.issparse(view) else view
+
+
+def _assert_views_equal(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert sp.issparse(g) == sp.issparse(e)
+        if sp.issparse(g):
+            assert g.format == "csr"
+        else:
+            assert g.flags.c_contiguous
+        assert g.dtype == np.float64
+        np.testing.assert_array_equal(_dense(g), _dense(e).astype(np.float64))
+
+
+def _cell(views, shape):
+    cell = np.empty(shape, dtype=object)
+    for p, view in enumerate(views):
+        cell.flat[p] = view
+    return cell
+
+
+def _save_v5(path, views, y=None, shape=None, view_key="X", label_key="y"):
+    variables = {view_key: _cell(views, shape or (1, len(views)))}
+    if y is not None:
+        variables[label_key] = np.asarray(y, dtype=float)[:, None]
+    scipy.io.savemat(path, variables)
+    return path
+
+
+def _save_v73(path, views, y):
+    """Write a MATLAB v7.3 file as MATLAB does: HDF5 after a 512-byte header, arrays transposed."""
+    with h5py.File(path, "w", userblock_size=512) as f:
+        refs_group = f.create_group("#refs#")
+        refs = np.empty((len(views), 1), dtype=h5py.ref_dtype)  # a 1×v cell, transposed
+        for p, view in enumerate(views):
+            if sp.issparse(view):
+                csc = sp.csc_matrix(view)
+                obj = refs_group.create_group(f"v{p}")
+                obj.attrs["MATLAB_sparse"] = np.uint64(csc.shape[0])
+                obj["data"] = csc.data
+                obj["ir"] = csc.indices.astype(np.uint64)
+                obj["jc"] = csc.indptr.astype(np.uint64)
+                matlab_class = "double"
+            else:
+                obj = refs_group.create_dataset(f"v{p}", data=np.asarray(view).T)
+                matlab_class = "double" if view.dtype == np.float64 else str(view.dtype)
+            obj.attrs["MATLAB_class"] = np.bytes_(matlab_class)
+            refs[p, 0] = obj.ref
+        f.create_dataset("X", data=refs).attrs["MATLAB_class"] = np.bytes_("cell")
+        labels = f.create_dataset("y", data=np.asarray(y, dtype=float)[None, :])
+        labels.attrs["MATLAB_class"] = np.bytes_("double")
+    with open(path, "r+b") as f:
+        f.write(b"MATLAB 7.3 MAT-file, Platform: GLNXA64, HDF5 schema 1.00 .".ljust(116))
+        f.write(bytes(8) + b"\x00\x02IM")
+    return path
+
+
+# ---------------------------------------------------------------------- MATLAB
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (3, 1)])
+def test_mat_v5_cell_orientations(tmp_path, dataset, shape):
+    views, y = dataset
+    got, labels = load_mat(_save_v5(tmp_path / "d.mat", views, y, shape))
+    _assert_views_equal(got, views)
+    assert labels.dtype == np.int64 and labels.shape == (N,)
+    np.testing.assert_array_equal(labels, y)
+
+
+def test_mat_v5_alternative_keys_and_no_labels(tmp_path, dataset):
+    views, y = dataset
+    got, labels = load_mat(_save_v5(tmp_path / "a.mat", views, y, view_key="fea", label_key="gnd"))
+    _assert_views_equal(got, views)
+    np.testing.assert_array_equal(labels, y)
+    got, labels = load_mat(_save_v5(tmp_path / "b.mat", views, view_key="views"))
+    _assert_views_equal(got, views)
+    assert labels is None
+
+
+def test_mat_transposed_views_are_oriented_by_labels(tmp_path, dataset):
+    views, y = dataset
+    stored = [views[0].T, views[1], views[2].T]
+    got, _ = load_mat(_save_v5(tmp_path / "t.mat", stored, y))
+    _assert_views_equal(got, views)
+
+
+def test_mat_transposed_views_without_labels_use_shared_dimension(tmp_path, dataset):
+    views, _ = dataset
+    got, labels = load_mat(_save_v5(tmp_path / "t.mat", [views[0], views[1].T, views[2]]))
+    assert labels is None
+    _assert_views_equal(got, views)
+
+
+def test_mat_square_view_is_kept(tmp_path):
+    square = np.arange(16.0).reshape(4, 4)
+    got, _ = load_mat(_save_v5(tmp_path / "s.mat", [square, np.ones((4, 2))], [0, 1, 0, 1]))
+    np.testing.assert_array_equal(got[0], square)
+
+
+def test_mat_view_matching_no_sample_count_is_named(tmp_path):
+    path = _save_v5(tmp_path / "bad.mat", [np.ones((5, 2)), np.ones((4, 3))], np.zeros(5))
+    with pytest.raises(ValueError, match=r"view 1: has shape \(4, 3\).*5 samples"):
+        load_mat(path)
+
+
+def test_mat_v73_matches_v5(tmp_path, dataset):
+    views, y = dataset
+    v5 = load_mat(_save_v5(tmp_path / "v5.mat", views, y))
+    v73 = load_mat(_save_v73(tmp_path / "v73.mat", views, y))
+    with pytest.raises(NotImplementedError):  # the file really is a v7.3 .mat to scipy
+        scipy.io.loadmat(tmp_path / "v73.mat")
+    _assert_views_equal(v73[0], v5[0])
+    np.testing.assert_array_equal(v73[1], v5[1])
+
+
+def _truncated_v5(tmp_path, dataset):
+    data = _save_v5(tmp_path / "full.mat", *dataset).read_bytes()
+    return data[: len(data) // 2]
+
+
+def _truncated_v73(tmp_path, dataset):
+    data = _save_v73(tmp_path / "full.mat", *dataset).read_bytes()
+    return data[: len(data) // 2]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        _truncated_v5,
+        _truncated_v73,
+        lambda tmp_path, dataset: b"",
+        lambda tmp_path, dataset: b"not a mat file at all" * 20,
+    ],
+    ids=["truncated-v5", "truncated-v73", "empty", "garbage"],
+)
+def test_corrupt_mat_raises_value_error_naming_file(tmp_path, dataset, content):
+    path = tmp_path / "broken.mat"
+    path.write_bytes(content(tmp_path, dataset))
+    with pytest.raises(ValueError, match=r"broken\.mat.*(corrupt|truncated|not a multi-view)"):
+        load_mat(path)
+
+
+def test_mat_without_views_variable(tmp_path):
+    scipy.io.savemat(tmp_path / "other.mat", {"A": np.ones((3, 3))})
+    with pytest.raises(ValueError, match="not a multi-view .mat"):
+        load_mat(tmp_path / "other.mat")
+
+
+# ------------------------------------------------------------------------- IDX
+
+
+def _write_idx(path, array, code):
+    header = bytes([0, 0, code, array.ndim]) + np.array(array.shape, ">u4").tobytes()
+    payload = header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as f:
+        f.write(payload)
+    return path
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+@pytest.mark.parametrize(
+    "array, code",
+    [
+        (np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4), 0x08),
+        (np.array([-5, 7, 1 << 20], dtype=np.int32), 0x0C),
+        (np.linspace(0, 1, 6).reshape(2, 3), 0x0E),
+    ],
+)
+def test_idx_round_trip(tmp_path, array, code, suffix):
+    got = read_idx(_write_idx(tmp_path / f"a.idx{suffix}", array, code))
+    assert got.dtype.isnative and got.dtype.kind == array.dtype.kind
+    np.testing.assert_array_equal(got, array)
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_idx_truncated(tmp_path, suffix):
+    images = np.random.default_rng(0).integers(0, 256, size=(10, 5, 5), dtype=np.uint8)
+    data = _write_idx(tmp_path / f"a.idx{suffix}", images, 0x08).read_bytes()
+    path = tmp_path / f"a.idx{suffix}"
+    path.write_bytes(data[: len(data) - 40])
+    with pytest.raises(ValueError, match=r"a\.idx.*truncated"):
+        read_idx(path)
+
+
+def test_idx_bad_magic_and_trailing_data(tmp_path):
+    path = _write_idx(tmp_path / "a.idx", np.zeros(4, np.uint8), 0x08)
+    path.write_bytes(b"\x01\x02\x03\x04" + path.read_bytes()[4:])
+    with pytest.raises(ValueError, match=r"a\.idx.*bad magic"):
+        read_idx(path)
+    path = _write_idx(tmp_path / "b.idx", np.zeros(4, np.uint8), 0x08)
+    path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(ValueError, match=r"b\.idx.*beyond"):
+        read_idx(path)
+
+
+@pytest.fixture
+def mnist_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(12, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=12, dtype=np.uint8)
+    _write_idx(tmp_path / "t10k-images-idx3-ubyte.gz", images, 0x08)
+    _write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", labels, 0x08)
+    return tmp_path, images, labels
+
+
+def test_load_mnist_dir(mnist_dir):
+    directory, images, labels = mnist_dir
+    for split in ("t10k", "test"):
+        got_images, got_labels = load_mnist_dir(directory, split)
+        np.testing.assert_array_equal(got_images, images)
+        np.testing.assert_array_equal(got_labels, labels)
+
+
+def test_load_mnist_dir_missing_split_lists_files(mnist_dir):
+    with pytest.raises(FileNotFoundError, match=r"'train'.*t10k-images-idx3-ubyte\.gz"):
+        load_mnist_dir(mnist_dir[0], "train")
+
+
+def test_load_mnist_directory_as_one_flat_view(mnist_dir):
+    directory, images, labels = mnist_dir
+    views, y = load(directory)
+    assert len(views) == 1 and views[0].shape == (12, 784) and views[0].dtype == np.float64
+    np.testing.assert_array_equal(views[0], images.reshape(12, -1))
+    np.testing.assert_array_equal(y, labels)
+
+
+# ------------------------------------------------------------------ NPZ / CSV
+
+
+@pytest.mark.parametrize("prefix", ["view", "X", "X_"])
+def test_load_npz(tmp_path, dataset, prefix):
+    views, y = dataset
+    dense = [_dense(v) for v in views]
+    np.savez(tmp_path / "d.npz", y=y, **{f"{prefix}{p}": v for p, v in enumerate(dense)})
+    got, labels = load_npz(tmp_path / "d.npz")
+    _assert_views_equal(got, dense)
+    np.testing.assert_array_equal(labels, y)
+
+
+def test_load_npz_errors(tmp_path):
+    np.savez(tmp_path / "gap.npz", view0=np.ones((3, 2)), view2=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="numbered from 0"):
+        load_npz(tmp_path / "gap.npz")
+    np.savez(tmp_path / "rows.npz", view0=np.ones((3, 2)), view1=np.ones((4, 2)))
+    with pytest.raises(ValueError, match="view 1: has 4 rows, expected 3"):
+        load_npz(tmp_path / "rows.npz")
+
+
+def test_load_csv_with_and_without_header(tmp_path, dataset):
+    views, y = dataset
+    a, b = views[0], views[1].astype(float)
+    np.savetxt(tmp_path / "a.csv", a, delimiter=",")
+    np.savetxt(tmp_path / "b.csv", b, delimiter=",", header="f0,f1,f2,f3,f4,f5,f6", comments="")
+    np.savetxt(tmp_path / "y.csv", y, delimiter=",", fmt="%d", header="label", comments="")
+    got, labels = load_csv([tmp_path / "a.csv", tmp_path / "b.csv"], y_path=tmp_path / "y.csv")
+    _assert_views_equal(got, [a, b])
+    np.testing.assert_array_equal(labels, y)
+
+
+def test_load_csv_errors(tmp_path):
+    (tmp_path / "a.csv").write_text("1,2\n3,4\n")
+    (tmp_path / "b.csv").write_text("1,2\n3,x\n")
+    (tmp_path / "c.csv").write_text("1,2\n3,4\n5,6\n")
+    with pytest.raises(ValueError, match=r"b\.csv.*not a numeric CSV"):
+        load_csv([tmp_path / "a.csv", tmp_path / "b.csv"])
+    with pytest.raises(ValueError, match="view 1: has 3 rows, expected 2"):
+        load_csv([tmp_path / "a.csv", tmp_path / "c.csv"])
+
+
+# -------------------------------------------------------------------- dispatch
+
+
+def test_load_dispatches_by_extension(tmp_path, dataset):
+    views, y = dataset
+    _assert_views_equal(load(_save_v5(tmp_path / "d.mat", views, y))[0], views)
+    np.savez(tmp_path / "d.npz", view0=views[0], y=y)
+    _assert_views_equal(load(tmp_path / "d.npz")[0], views[:1])
+    np.savetxt(tmp_path / "d.csv", views[0], delimiter=",")
+    _assert_views_equal(load(tmp_path / "d.csv")[0], views[:1])
+    MultiViewStore.create(tmp_path / "d.zarr", views, y)
+    got, labels = load(tmp_path / "d.zarr")
+    _assert_views_equal(got, views)
+    np.testing.assert_array_equal(labels, y)
+    (tmp_path / "d.txt").write_text("1\n")
+    with pytest.raises(ValueError, match="unsupported format '.txt'"):
+        load(tmp_path / "d.txt")
+
+
+# ------------------------------------------------------- real benchmark data
+
+
+_SHARED_MATS = sorted(SHARED_DATA.glob("*.mat"))
+_NO_SHARED = pytest.mark.skip(
+    reason=f"benchmark data not available: no .mat files in {SHARED_DATA}"
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=p.name) for p in _SHARED_MATS] or [pytest.param(None, marks=_NO_SHARED)],
+)
+def test_shared_benchmark_mat_views_have_one_row_per_label(path):
+    views, y = load_mat(path)
+    assert y is not None and len(views) >= 2
+    for view in views:
+        assert view.shape[0] == len(y)
+
+
+@pytest.mark.skipif(
+    not (SHARED_DATA / "mnist-t10k").is_dir(),
+    reason=f"benchmark data not available: no {SHARED_DATA / 'mnist-t10k'}",
+)
+def test_shared_mnist_t10k():
+    images, labels = load_mnist_dir(SHARED_DATA / "mnist-t10k", "test")
+    assert images.shape == (10000, 28, 28) and images.dtype == np.uint8
+    assert set(np.unique(labels)) == set(range(10))

@@ -1,0 +1,230 @@
+import copy
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import zarr
+
+from onmsc_dask.store import MultiViewStore, _default_chunk_rows
+
+N = 50
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def _sparse(rng, n=N, d=9):
+    return sp.random(n, d, density=0.3, format="csr", random_state=rng, dtype=np.float64)
+
+
+@pytest.mark.parametrize(
+    "dtype, stored",
+    [
+        (np.float32, np.float32),
+        (np.float64, np.float64),
+        (np.int32, np.float64),
+        (bool, np.float64),
+    ],
+)
+def test_dense_round_trip_dtypes(tmp_path, rng, dtype, stored):
+    view = (rng.normal(size=(N, 5)) * 10).astype(dtype)
+    store = MultiViewStore.create(tmp_path / "s.zarr", [view], chunk_rows=16)
+    got = MultiViewStore(tmp_path / "s.zarr").read_view(0)
+    assert got.dtype == stored
+    np.testing.assert_array_equal(got, view.astype(stored))
+    assert store.row_chunks(0) == [(0, 16), (16, 32), (32, 48), (48, 50)]
+    assert store.view_dask(0).chunks == ((16, 16, 16, 2), (5,))
+    np.testing.assert_array_equal(store.view_dask(0).compute(), got)
+
+
+def test_metadata_labels_and_shapes(tmp_path, rng):
+    views = [rng.normal(size=(N, 3)), _sparse(rng)]
+    y = np.arange(N) % 4
+    MultiViewStore.create(
+        tmp_path / "s.zarr", views, y.astype(np.uint8), view_names=["a", "b"], metadata={"k": [1]}
+    )
+    store = MultiViewStore(tmp_path / "s.zarr")
+    assert (store.n_samples, store.n_views, store.view_names) == (N, 2, ["a", "b"])
+    assert store.metadata == {"k": [1]}
+    assert store.labels.dtype == np.int64
+    np.testing.assert_array_equal(store.labels, y)
+    assert [store.is_sparse(p) for p in range(2)] == [False, True]
+    assert [store.view_shape(p) for p in range(2)] == [(N, 3), (N, 9)]
+    root = zarr.open_group(tmp_path / "s.zarr", mode="r")
+    assert root.attrs["format"] == "onmsc-dask-store" and root.attrs["format_version"] == 1
+    assert MultiViewStore.create(tmp_path / "n.zarr", views[:1]).labels is None
+
+
+def test_sparse_round_trip_and_rows_across_chunks(tmp_path, rng):
+    dense = rng.normal(size=(N, 6))
+    sparse = _sparse(rng).astype(np.float32)
+    store = MultiViewStore.create(tmp_path / "s.zarr", [dense, sparse], chunk_rows=16)
+    got = store.read_view(1)
+    assert sp.isspmatrix_csr(got) and got.dtype == np.float32
+    np.testing.assert_array_equal(got.toarray(), sparse.toarray())
+    assert store.row_chunks(1) == store.row_chunks(0) == [(0, 16), (16, 32), (32, 48), (48, 50)]
+    for start, stop in [(10, 40), (15, 17), (0, N), (20, 20)]:
+        np.testing.assert_array_equal(store.read_rows(0, start, stop), dense[start:stop])
+        rows = store.read_rows(1, start, stop)
+        np.testing.assert_array_equal(rows.toarray(), sparse[start:stop].toarray())
+    with pytest.raises(ValueError, match=r"view 1 \('view1'\) is sparse.*read_rows"):
+        store.view_dask(1)
+    with pytest.raises(IndexError):
+        store.read_rows(0, 40, N + 1)
+    with pytest.raises(IndexError, match="store has 2 views"):
+        store.read_view(2)
+
+
+def test_dask_view_is_written_block_by_block(tmp_path, rng, monkeypatch):
+    full = rng.integers(0, 100, size=(N, 4))
+    bounds = [(0, 13), (13, 31), (31, N)]
+    computed = []
+
+    def block(start, stop):
+        computed.append((start, stop))
+        return full[start:stop]
+
+    view = da.concatenate(
+        [da.from_delayed(dask.delayed(block)(a, b), (b - a, 4), full.dtype) for a, b in bounds]
+    )
+
+    def no_whole_array(*args, **kwargs):
+        raise AssertionError("the dask view was computed as a whole")
+
+    monkeypatch.setattr(da.Array, "__array__", no_whole_array)
+    monkeypatch.setattr(da.Array, "compute", no_whole_array)
+    store = MultiViewStore.create(tmp_path / "s.zarr", [view], chunk_rows=10)
+    monkeypatch.undo()
+    assert sorted(computed) == bounds  # each source block computed exactly once
+    assert store.row_chunks(0) == [(0, 10), (10, 20), (20, 30), (30, 40), (40, 50)]
+    got = store.read_view(0)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, full)
+
+
+def test_mismatched_rows_and_labels_name_the_problem(tmp_path, rng):
+    views = [rng.normal(size=(N, 2)), rng.normal(size=(N, 3)), rng.normal(size=(N - 1, 4))]
+    expected = r"view 2 \('LBP'\): has 49 rows, expected 50 like view 0 \('CM'\)"
+    with pytest.raises(ValueError, match=expected):
+        MultiViewStore.create(tmp_path / "s.zarr", views, view_names=["CM", "HOG", "LBP"])
+    with pytest.raises(ValueError, match="labels: has 49 entries, expected 50"):
+        MultiViewStore.create(tmp_path / "s.zarr", views[:2], np.zeros(N - 1, int))
+    with pytest.raises(ValueError, match=r"view 1 \('view1'\): is 1-D"):
+        MultiViewStore.create(tmp_path / "s.zarr", [views[0], np.ones(N)])
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_default_chunk_rows():
+    assert _default_chunk_rows([np.zeros((3000, 4))], 3000) == 3000  # capped at n
+    wide = da.zeros((100_000, 20_000), dtype=np.float64, chunks=(1000, 20_000))
+    assert _default_chunk_rows([wide], 100_000) == 1024  # at least 1024 rows
+    narrow = da.zeros((10**7, 8), dtype=np.float32, chunks=(10**6, 8))
+    assert _default_chunk_rows([narrow], 10**7) == 32 * 2**20 // 32  # ~32 MB chunks
+
+
+def test_overwrite_refusal(tmp_path, rng):
+    view = rng.normal(size=(N, 2))
+    MultiViewStore.create(tmp_path / "s.zarr", [view])
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        MultiViewStore.create(tmp_path / "s.zarr", [view])
+    store = MultiViewStore.create(tmp_path / "s.zarr", [view[:10]], overwrite=True)
+    assert store.n_samples == 10
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not a zarr store"):
+        MultiViewStore.create(tmp_path / "other", [view], overwrite=True)
+    assert (tmp_path / "other" / "keep.txt").exists()
+
+
+def test_open_errors(tmp_path, rng):
+    with pytest.raises(ValueError, match="no readable onmsc-dask store"):
+        MultiViewStore(tmp_path / "missing.zarr")
+    zarr.open_group(tmp_path / "foreign.zarr", mode="w")
+    with pytest.raises(ValueError, match="not an onmsc-dask store"):
+        MultiViewStore(tmp_path / "foreign.zarr")
+    MultiViewStore.create(tmp_path / "s.zarr", [rng.normal(size=(N, 2))])
+    zarr.open_group(tmp_path / "s.zarr", mode="r+").attrs.update({"format_version": 2})
+    with pytest.raises(ValueError, match="by format version 2, this onmsc-dask reads version 1"):
+        MultiViewStore(tmp_path / "s.zarr")
+    (tmp_path / "bad.zarr").mkdir()
+    (tmp_path / "bad.zarr" / "zarr.json").write_text("{not json")
+    with pytest.raises(ValueError, match="bad.zarr"):
+        MultiViewStore(tmp_path / "bad.zarr")
+
+
+def test_stage_results_and_params_invalidation(tmp_path, rng):
+    store = MultiViewStore.create(tmp_path / "s.zarr", [rng.normal(size=(N, 2))])
+    params = {"k": 10, "metric": "euclidean", "gamma": np.float64(0.5)}
+    graph = _sparse(rng, N, N)
+    embedding = rng.normal(size=(N, 3)).astype(np.float32)
+    names = ["graph", "embedding", "info"]
+    assert not store.has_stage("knn", params, names)
+
+    store.write_result("knn", "graph", graph, params)
+    store.write_result("knn", "embedding", embedding, params)
+    store.write_result("knn", "info", {"iterations": 7, "objective": [1.0, 0.5]}, params)
+    assert not store.has_stage("knn", params, names)  # not yet marked complete
+    store.mark_complete("knn")
+
+    reopened = MultiViewStore(tmp_path / "s.zarr")
+    assert reopened.has_stage("knn", dict(reversed(params.items())), names)
+    assert not reopened.has_stage("knn", params, [*names, "missing"])
+    assert not reopened.has_stage("knn", {**params, "k": 11}, names)
+    assert reopened.stages() == {"knn": {"gamma": 0.5, "k": 10, "metric": "euclidean"}}
+    np.testing.assert_array_equal(reopened.read_result("knn", "graph").toarray(), graph.toarray())
+    got = reopened.read_result("knn", "embedding")
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, embedding)
+    assert reopened.read_result("knn", "info") == {"iterations": 7, "objective": [1.0, 0.5]}
+    with pytest.raises(KeyError, match="no result 'labels'"):
+        reopened.read_result("knn", "labels")
+    with pytest.raises(KeyError, match="no stage 'spectral'"):
+        reopened.read_result("spectral", "labels")
+
+    store.write_result("knn", "embedding", embedding[:, :2], params)  # rewrite: incomplete again
+    assert not store.has_stage("knn", params, names)
+    store.mark_complete("knn")
+
+    new_params = {**params, "k": 5}
+    store.write_result("knn", "embedding", embedding, new_params)  # other params clear the stage
+    with pytest.raises(KeyError):
+        store.read_result("knn", "graph")
+    assert store.stages()["knn"]["k"] == 5
+    assert not store.has_stage("knn", new_params, ["embedding"])
+    store.mark_complete("knn")
+    assert store.has_stage("knn", new_params, ["embedding"])
+    assert not store.has_stage("knn", params, ["embedding"])
+
+
+def _parts(x):
+    """The arrays making up a dense, CSR or COO input."""
+    if sp.issparse(x):
+        return [x.data, *((x.indices, x.indptr) if x.format == "csr" else (x.row, x.col))]
+    return [np.asarray(x)]
+
+
+def test_inputs_not_modified(tmp_path):
+    unsorted = sp.csr_matrix(
+        (np.array([3.0, 1.0, 2.0]), np.array([2, 0, 1]), np.array([0, 2, 3, 3])), shape=(3, 4)
+    )
+    duplicates = sp.coo_matrix((np.ones(3), ([0, 0, 2], [1, 1, 3])), shape=(3, 4))
+    views = [np.arange(12, dtype=np.int64).reshape(3, 4), unsorted, duplicates]
+    y = np.array([2.0, 0.0, 1.0])
+    metadata, params, result = {"nested": {"a": [1, 2]}}, {"k": 3, "ks": [1, 2]}, {"x": [1, 2]}
+    before = copy.deepcopy([views, y, metadata, params, result])
+
+    store = MultiViewStore.create(tmp_path / "s.zarr", views, y, metadata=metadata)
+    store.write_result("stage", "graph", unsorted, params)
+    store.write_result("stage", "info", result, params)
+
+    assert [metadata, params, result] == before[2:]
+    for got, expected in zip([*views, y], [*before[0], before[1]]):
+        assert type(got) is type(expected)
+        for a, b in zip(_parts(got), _parts(expected), strict=True):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(store.read_view(2).toarray(), duplicates.toarray())
