@@ -1,0 +1,369 @@
+"""Out-of-core ONMSC-LF with anchor graphs: a MultiViewStore -> labels, no process holding a whole view.
+
+Every pass over a view is one Dask task per stored row chunk; only m x m matrices (per view) and the n x k
+embeddings are gathered on the client. Each stage writes its output back to the store, so a rerun resumes
+after the last completed stage and a changed parameter recomputes only the stages that depend on it:
+
+    landmarks -> anchor_graph -> embeddings -> fusion -> labels
+
+The anchor operator G = C C^T, C = D^-1/2 B (B^T B)^((o-1)/2), B = Z Lambda^-1/2 (spectral.anchor_factor) is
+split into sums over row chunks (Lambda, Z^T Z), m x m pieces, and row-wise products. Its eigenvectors come
+either from the m x m Gram C^T C = P (B^T D^-1 B) P, a sum of sparse per-chunk products (``method="gram"``,
+the default: O(n r^2) per view), or from ``da.linalg.tsqr`` of the row-chunked C (``method="tsqr"``,
+spectral.eigvecs_from_factor: O(n m^2)).
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
+from dask.delayed import Delayed
+from distributed import WorkerPlugin
+from sklearn.cluster import KMeans
+
+from .assign import assign_labels
+from .fusion import late_fusion
+from .graph import anchor_affinity, resolve_metric, select_landmarks
+from .spectral import _fix_signs, eigvecs_from_factor, top_eigenvectors
+from .store import MultiViewStore
+
+__all__ = ["OutOfCoreResult", "fit_store", "NumbaWarmup", "warm_up"]
+
+STAGES = ("landmarks", "anchor_graph", "embeddings", "fusion", "labels")
+LANDMARK_INITS = ("random", "k-means++")
+METHODS = ("gram", "tsqr")
+
+
+@dataclass
+class OutOfCoreResult:
+    """Output of :func:`fit_store`."""
+
+    labels: np.ndarray  # (n,)
+    embedding: np.ndarray  # H*, n x k
+    view_weights: np.ndarray  # mu, (v,)
+    objective: np.ndarray  # J after each late-fusion iteration
+    view_embeddings: np.ndarray  # H_p^(o), (v, O, n, k)
+    average_embedding: np.ndarray  # F, n x k
+    metrics: list[str]  # resolved metric of each view
+    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (0 when resumed)
+    computed_stages: list[str] = field(default_factory=list)  # stages computed in this call (others resumed)
+
+
+# ------------------------------------------------------------------ numba warm-up
+
+
+class NumbaWarmup(WorkerPlugin):
+    """Builds and queries a tiny NNDescent index when a worker starts, so pynndescent's numba JIT
+    (~30 s per fresh process) is paid once per worker process, never per view or chunk."""
+
+    name = "onmsc-numba-warmup"
+
+    def setup(self, worker: Any = None) -> None:
+        _warm_pynndescent()
+
+
+def _warm_pynndescent() -> float:
+    """Compile pynndescent's build and query paths in this process; returns the seconds it took."""
+    from pynndescent import NNDescent
+
+    t0 = time.perf_counter()
+    X = np.random.default_rng(0).standard_normal((200, 8))
+    index = NNDescent(X, n_neighbors=5, random_state=0, n_jobs=1, compressed=True)
+    index.neighbor_graph  # noqa: B018 -- compiles the graph construction
+    NNDescent(X, n_neighbors=5, random_state=0, n_jobs=1).query(X[:10], k=3)
+    return time.perf_counter() - t0
+
+
+def warm_up(client: Any) -> dict[str, float]:
+    """Register :class:`NumbaWarmup` on every current and future worker of `client`; returns the
+    seconds each current worker then needs for a second warm-up (≈0 once compiled)."""
+    client.register_plugin(NumbaWarmup())
+    return client.run(_warm_pynndescent)
+
+
+# ---------------------------------------------------------------- chunk tasks
+
+
+@functools.lru_cache(maxsize=8)
+def _open(path: str) -> MultiViewStore:
+    return MultiViewStore(path)
+
+
+def _rows(path: str, p: int, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
+    """Rows start:stop of view p as float64 (the in-memory estimator's dtype)."""
+    X = _open(path).read_rows(p, start, stop)
+    return X.astype(np.float64)
+
+
+def _chunk_min(path: str, p: int, start: int, stop: int) -> float:
+    """Smallest value (stored entry, for sparse views) of a row chunk."""
+    X = _rows(path, p, start, stop)
+    values = X.data if sp.issparse(X) else X
+    return float(values.min()) if values.size else np.inf
+
+
+def _chunk_sample(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> np.ndarray:
+    """Rows `idx` (absolute, inside start:stop) of view p, dense."""
+    X = _rows(path, p, start, stop)[idx - start]
+    return X.toarray() if sp.issparse(X) else X
+
+
+class _StoreRows:
+    """Read-only row access to one stored view, for functions that only use ``.shape`` and ``X[idx]``."""
+
+    def __init__(self, path: str, p: int) -> None:
+        self.path, self.p = path, p
+        self.shape = _open(path).view_shape(p)
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx)
+        return np.concatenate([_chunk_sample(self.path, self.p, s, e, idx[(idx >= s) & (idx < e)])
+                               for s, e in _open(self.path).row_chunks(self.p)])
+
+
+def _kmeans_landmarks(samples: list[np.ndarray], n_landmarks: int, seed: int) -> np.ndarray:
+    """Centres of random-init k-means (Lloyd, 50 iterations) on the sampled rows."""
+    sample = np.concatenate(samples)
+    km = KMeans(min(n_landmarks, len(sample)), init="random", n_init=1, max_iter=50, random_state=seed)
+    return km.fit(sample).cluster_centers_
+
+
+def _sample_indices(n: int, n_landmarks: int, sample_size: int, seed: int) -> np.ndarray:
+    """Sorted uniform sample of row indices, as many as graph.select_landmarks draws."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n, size=min(n, max(sample_size, n_landmarks)), replace=False))
+
+
+def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarray, n_nearest: int,
+                  metric: str) -> sp.csr_matrix:
+    """Rows start:stop of the anchor matrix Z of view p (graph.anchor_affinity, exact search)."""
+    return anchor_affinity(_rows(path, p, start, stop), landmarks, n_nearest, metric)
+
+
+# ----------------------------------------------- anchor operator, split by rows
+# spectral.anchor_factor(Z, order) == _factor_rows(Z, _factor_pieces(_gram_stats(Z), order)); the sums
+# over rows (_gram_stats, _scaled_gram) are reduced over row chunks.
+
+
+def _gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Column sums Lambda = Z^T 1 and Z^T Z of a row block (both add over row blocks)."""
+    return np.asarray(Z.sum(axis=0)).ravel(), (Z.T @ Z).toarray()
+
+
+def _factor_pieces(stats: tuple[np.ndarray, np.ndarray], order: int) -> dict[str, np.ndarray | None]:
+    """The m-sized parts of anchor_factor: Lambda^-1/2, P = (B^T B)^((o-1)/2) (None for o = 1, where it
+    is I) and u = (B^T B)^(o-1) B^T 1, so that the degrees are A^o 1 = B u."""
+    lam, ZtZ = stats
+    scale = np.where(lam > 0, 1.0 / np.sqrt(np.where(lam > 0, lam, 1.0)), 0.0)
+    colsum = scale * lam  # B^T 1
+    if order == 1:
+        return {"scale": scale, "half_power": None, "u": colsum}
+    BtB = scale[:, None] * ZtZ * scale[None, :]
+    w, V = np.linalg.eigh((BtB + BtB.T) / 2)
+    w = np.maximum(w, 0.0)
+    return {"scale": scale, "half_power": (V * w ** ((order - 1) / 2.0)) @ V.T,
+            "u": (V * w ** (order - 1)) @ (V.T @ colsum)}
+
+
+def _scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, np.ndarray]:
+    """B = Z Lambda^-1/2 and D^-1/2 for a row block."""
+    B = (Z @ sp.diags(pieces["scale"])).tocsr()
+    degrees = B @ pieces["u"]
+    return B, np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
+
+
+def _factor_rows(Z: sp.csr_matrix, pieces: dict) -> np.ndarray:
+    """Rows of C = D^-1/2 B P for a row block."""
+    B, inv_sqrt = _scaled_rows(Z, pieces)
+    BP = B.toarray() if pieces["half_power"] is None else B @ pieces["half_power"]
+    return inv_sqrt[:, None] * BP
+
+
+def _scaled_gram(Z: sp.csr_matrix, pieces: dict) -> sp.csr_matrix:
+    """B^T D^-1 B of a row block (sparse, adds over row blocks)."""
+    B, inv_sqrt = _scaled_rows(Z, pieces)
+    return (B.T @ sp.diags(inv_sqrt**2) @ B).tocsr()
+
+
+def _gram_transform(S: sp.csr_matrix, pieces: dict, k: int, seed: int) -> np.ndarray:
+    """T (m x k) with H = D^-1/2 B T: the top-k eigenvectors V, values s^2 of C^T C = P S P give the left
+    singular vectors C V / s of C, i.e. the top-k eigenvectors of G = C C^T."""
+    P = pieces["half_power"]
+    G = S if P is None else P @ (S @ P)
+    vals, V = top_eigenvectors(G, k, seed)
+    PV = V if P is None else P @ V
+    return PV / np.sqrt(np.maximum(vals, np.finfo(float).tiny))
+
+
+def _embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarray:
+    """Rows of H = D^-1/2 B T for a row block."""
+    B, inv_sqrt = _scaled_rows(Z, pieces)
+    return inv_sqrt[:, None] * (B @ T)
+
+
+def _tree_sum(items: list[Delayed]) -> Delayed:
+    """Pairwise (log-depth) sum of delayed values; tuples add elementwise."""
+    add = dask.delayed(lambda a, b: tuple(map(operator.add, a, b)) if isinstance(a, tuple) else a + b,
+                       pure=True)
+    while len(items) > 1:
+        items = [add(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def _split(Z: sp.csr_matrix, chunks: list[tuple[int, int]]) -> list[Delayed]:
+    return [dask.delayed(Z[s:e], pure=True) for s, e in chunks]
+
+
+# ------------------------------------------------------------------ pipeline
+
+
+def _compute(client: Any, *objs: Any) -> tuple:
+    """Compute dask objects on `client`, or on the default scheduler when it is None."""
+    return dask.compute(*objs) if client is None else dask.compute(*objs, scheduler=client)
+
+
+def _gram_embedding(Zc: list[Delayed], k: int, order: int, seed: int) -> Delayed:
+    """Delayed n x k H^(order) of the anchor graph given by row blocks Zc (method "gram")."""
+    pieces = dask.delayed(_factor_pieces, pure=True)(_tree_sum([dask.delayed(_gram_stats, pure=True)(z)
+                                                                for z in Zc]), order)
+    S = _tree_sum([dask.delayed(_scaled_gram, pure=True)(z, pieces) for z in Zc])
+    T = dask.delayed(_gram_transform, pure=True)(S, pieces, k, seed)
+    return dask.delayed(np.vstack, pure=True)([dask.delayed(_embed_rows, pure=True)(z, pieces, T) for z in Zc])
+
+
+def _tsqr_embeddings(jobs: list[tuple[list[Delayed], list[tuple[int, int]], int, int]], k: int,
+                     client: Any) -> list[np.ndarray]:
+    """H^(order) of each job (row blocks, chunks, m, order) via tsqr of the row-chunked C (method "tsqr");
+    jobs run concurrently (each eigvecs_from_factor call computes twice)."""
+    stats = [_tree_sum([dask.delayed(_gram_stats, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
+    pieces = [_factor_pieces(s, o) for s, (*_, o) in zip(_compute(client, *stats), jobs)]
+
+    def run(job: tuple, piece: dict) -> np.ndarray:
+        Zc, chunks, m, _ = job
+        piece = dask.delayed(piece, pure=True)
+        C = da.concatenate([da.from_delayed(dask.delayed(_factor_rows, pure=True)(z, piece), (e - s, m), float)
+                            for z, (s, e) in zip(Zc, chunks)])
+        return eigvecs_from_factor(C, k)
+
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        return list(pool.map(run, jobs, pieces))
+
+
+def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landmarks: int = 1000,
+              n_nearest_landmarks: int = 3, metric: str | list[str] = "auto", lambda1: float = 1.0,
+              lambda2: float | None = None, n_init: int = 10, random_state: int | None = None,
+              client: Any = None, landmark_init: str = "random", landmark_sample: int = 20000,
+              method: str = "gram", tol: float = 1e-4, max_iter: int = 100) -> OutOfCoreResult:
+    """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
+
+    Parameters are those of ``ONMSC(embedding="anchor")``; in addition
+    landmark_init : ``"random"`` (random-init k-means, fast) or ``"k-means++"`` (graph.select_landmarks,
+        exactly the landmarks of the in-memory estimator; k-means++ seeding of m = 1000 centres is slow).
+    landmark_sample : rows sampled per view for the landmark k-means.
+    method : ``"gram"`` or ``"tsqr"``, the eigen-solver of the anchor operator (module docstring).
+    client : a ``distributed.Client``; None uses the current default scheduler.
+
+    Seeds derive from `random_state` like the in-memory estimator's, so with ``landmark_init="k-means++"``
+    the labels equal ``ONMSC(embedding="anchor", random_state=...)``'s on the same data.
+    """
+    if landmark_init not in LANDMARK_INITS:
+        raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    path, v, n, k = str(store.path), store.n_views, store.n_samples, int(n_clusters)
+    seeds = [int(s) for s in np.random.SeedSequence(random_state).generate_state(v + 2)]
+    m = min(int(n_landmarks), n)
+    lambda2 = float(k * order) if lambda2 is None else float(lambda2)
+    params = {"landmarks": {"n_landmarks": m, "metric": metric, "random_state": random_state,
+                            "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
+    params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
+    params["embeddings"] = {**params["anchor_graph"], "n_clusters": k, "order": order, "method": method}
+    params["fusion"] = {**params["embeddings"], "lambda1": lambda1, "lambda2": lambda2, "tol": tol,
+                        "max_iter": max_iter}
+    params["labels"] = {**params["fusion"], "n_init": n_init}
+    timings: dict[str, float] = {}
+    computed: list[str] = []
+
+    def stage(name: str, results: list[str], compute: Any) -> dict[str, Any]:
+        """Read stage `name`'s results from the store, or compute, write and complete it."""
+        t0 = time.perf_counter()
+        if store.has_stage(name, params[name], results):
+            out = {r: store.read_result(name, r) for r in results}
+        else:
+            out = compute()
+            for r in results:
+                store.write_result(name, r, out[r], params[name])
+            store.mark_complete(name)
+            computed.append(name)
+        timings[name] = time.perf_counter() - t0
+        return out
+
+    def landmarks() -> dict[str, Any]:
+        mins = [[dask.delayed(_chunk_min, pure=True)(path, p, s, e) for s, e in store.row_chunks(p)]
+                for p in range(v)]
+        if landmark_init == "k-means++":
+            lms = [dask.delayed(select_landmarks, pure=True)(_StoreRows(path, p), m, seeds[p], landmark_sample)
+                   for p in range(v)]
+        else:
+            lms = []
+            for p in range(v):
+                idx = _sample_indices(n, m, landmark_sample, seeds[p])
+                parts = [dask.delayed(_chunk_sample, pure=True)(path, p, s, e, idx[(idx >= s) & (idx < e)])
+                         for s, e in store.row_chunks(p)]
+                lms.append(dask.delayed(_kmeans_landmarks, pure=True)(parts, m, seeds[p]))
+        mins, lms = _compute(client, mins, lms)
+        metrics = metric if isinstance(metric, list) else [metric] * v
+        resolved = [resolve_metric(np.array([min(mn)]), mt) for mn, mt in zip(mins, metrics)]
+        return {"metrics": {"metrics": resolved}, **{f"L{p}": lms[p] for p in range(v)}}
+
+    lm = stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], landmarks)
+    metrics = lm["metrics"]["metrics"]
+
+    def anchor_graph() -> dict[str, Any]:
+        blocks = []
+        for p in range(v):
+            L = dask.delayed(lm[f"L{p}"], pure=True)  # one key: shipped once to each worker that needs it
+            blocks.append([dask.delayed(_anchor_block, pure=True)(path, p, s, e, L, n_nearest_landmarks,
+                                                                  metrics[p]) for s, e in store.row_chunks(p)])
+        return {f"Z{p}": sp.vstack(b).tocsr() for p, b in enumerate(_compute(client, *blocks))}
+
+    Zs = stage("anchor_graph", [f"Z{p}" for p in range(v)], anchor_graph)
+
+    def embeddings() -> dict[str, Any]:
+        chunks = store.row_chunks(0)
+        Zc = [_split(Zs[f"Z{p}"], chunks) for p in range(v)]
+        stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
+        jobs = [(Zc[p], o) for p in range(v) for o in range(1, order + 1)] + [(stacked, 1)]
+        if method == "gram":
+            Hs = _compute(client, *[_gram_embedding(z, k, o, seeds[-2]) for z, o in jobs])
+        else:
+            widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
+            Hs = _tsqr_embeddings([(z, chunks, widths[j // order] if j < v * order else sum(widths), o)
+                                   for j, (z, o) in enumerate(jobs)], k, client)
+        Hs = [_fix_signs(np.asarray(h)) for h in Hs]
+        return {"H": np.stack(Hs[:-1]).reshape(v, order, n, -1), "F": Hs[-1]}
+
+    emb = stage("embeddings", ["H", "F"], embeddings)
+
+    def fusion() -> dict[str, Any]:
+        fused = late_fusion(emb["H"], emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
+        return {"embedding": fused.embedding, "view_weights": fused.view_weights,
+                "objective": np.asarray(fused.objective, dtype=float)}
+
+    fus = stage("fusion", ["embedding", "view_weights", "objective"], fusion)
+
+    def labels() -> dict[str, Any]:
+        return {"labels": assign_labels(fus["embedding"], k, n_init=n_init, random_state=seeds[-1])[0]}
+
+    lab = stage("labels", ["labels"], labels)
+    return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], view_weights=fus["view_weights"],
+                           objective=fus["objective"], view_embeddings=emb["H"], average_embedding=emb["F"],
+                           metrics=metrics, timings=timings, computed_stages=computed)
