@@ -1,0 +1,103 @@
+"""The ``onmsc-dask`` command line, run in-process on real Dask clusters."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from distributed import LocalCluster
+
+from onmsc_dask.cli import main
+from onmsc_dask.store import MultiViewStore
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _blobs(n_per_class: int = 30, seed: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
+    """Two views of three well-separated Gaussian blobs."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(3), n_per_class)
+    views = [rng.normal(size=(3, d))[y] * 6 + rng.normal(size=(len(y), d)) for d in (4, 6)]
+    return views, y
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """Address of a one-worker LocalCluster, for runs with --scheduler."""
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        yield cluster.scheduler_address
+
+
+def test_digits_default_on_local_cluster(tmp_path, capsys):
+    assert main(["run", "--out", str(tmp_path), "--workers", "2"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    names = ["pixels", "gradient_histograms", "radial_zoning"]
+    assert report["dataset"]["source"] == "digits"
+    assert report["dataset"]["n_samples"] == 1797 and report["dataset"]["view_names"] == names
+    assert set(report["metrics"]) == {"acc", "nmi", "purity", "ari"}
+    assert report["metrics"]["acc"] > 0.85  # measured 0.885 (random_state 0)
+    assert report["resolved"]["n_clusters"] == 10 and report["resolved"]["n_workers"] == 2
+    assert report["resolved"]["embedding"] == "exact"
+    assert list(report["view_weights"]) == names
+    assert sum(report["view_weights"].values()) == pytest.approx(1.0)
+    objective = np.array(report["objective"])
+    assert len(objective) == report["n_iter"] and np.all(np.diff(objective) >= -1e-9)
+    assert {"load", "write_store", "start_cluster", "fit", "fit_stages", "total"} <= set(report["timings"])
+    assert report["versions"]["onmsc-dask"]
+    assert (tmp_path / "convergence.png").read_bytes()[:8] == PNG_MAGIC
+    assert np.load(tmp_path / "labels.npy").shape == (1797,)
+    store = MultiViewStore(tmp_path / "views.zarr")
+    assert store.view_names == names and store.labels.shape == (1797,)
+    np.testing.assert_array_equal(store.read_result("onmsc", "labels"), np.load(tmp_path / "labels.npy"))
+    assert "ACC" in capsys.readouterr().out
+
+
+def test_npz_on_given_scheduler(tmp_path, scheduler):
+    views, y = _blobs()
+    data = tmp_path / "blobs.npz"
+    np.savez(data, view0=views[0], view1=views[1], y=y)
+    out = tmp_path / "run"
+    assert main(["run", "--data", str(data), "--out", str(out), "--scheduler", scheduler]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["parameters"]["scheduler"] == scheduler and report["resolved"]["n_workers"] == 1
+    assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
+    assert list(report["view_weights"]) == ["view0", "view1"]
+    assert np.load(out / "labels.npy").shape == (90,)
+
+
+def test_unlabelled_data_needs_n_clusters(tmp_path, scheduler, capsys):
+    views, _ = _blobs()
+    data = tmp_path / "unlabelled.npz"
+    np.savez(data, view0=views[0], view1=views[1])
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "a")]) == 2
+    assert "--n-clusters" in capsys.readouterr().err
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "b"), "--n-clusters", "3",
+                 "--scheduler", scheduler]) == 0
+    report = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert report["metrics"] is None and report["dataset"]["n_classes"] is None
+
+
+def test_nan_view_exits_2_naming_the_view(tmp_path, capsys):
+    views, y = _blobs()
+    views[1][7, 2] = np.nan
+    data = tmp_path / "nan.npz"
+    np.savez(data, view0=views[0], view1=views[1], y=y)
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "view 1" in err and "NaN" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_file_exits_2(tmp_path, capsys):
+    assert main(["run", "--data", str(tmp_path / "nope.npz"), "--out", str(tmp_path / "out")]) == 2
+    assert "nope.npz" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["onmsc-dask"], [sys.executable, "-m", "onmsc_dask"]])
+def test_help_in_subprocess(command):
+    for args in (["--help"], ["run", "--help"]):
+        result = subprocess.run(command + args, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert "usage: onmsc-dask" in result.stdout
+    assert "--scheduler" in result.stdout and "--embedding" in result.stdout
