@@ -1,0 +1,238 @@
+"""End-to-end tests of the ONMSC estimator, on a real multi-process Dask cluster and without one."""
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from distributed import Client, LocalCluster, get_task_stream
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from threadpoolctl import threadpool_limits
+
+from onmsc_dask.api import ONMSC
+from onmsc_dask.metrics import accuracy
+
+#: measured ACC on these views with the defaults (exact solver): 0.825 (full digits); bar a few points lower
+ACC_BAR = 0.78
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_threaded_blas():
+    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
+    slows down ~50x), so run every test single-threaded."""
+    with threadpool_limits(1):
+        yield
+
+
+def _digit_views(X):
+    """Top pixel half, bottom pixel half, row/column ink profiles (all non-negative -> cosine kNN)."""
+    img = X.reshape(-1, 8, 8)
+    return [img[:, :4].reshape(len(X), -1), img[:, 4:].reshape(len(X), -1),
+            np.hstack([img.sum(axis=1), img.sum(axis=2)])]
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return _digit_views(X), y
+
+
+@pytest.fixture(scope="module")
+def small_digits():
+    X, y = load_digits(return_X_y=True)
+    idx = np.random.default_rng(0).choice(len(y), 240, replace=False)
+    return _digit_views(X[idx]), y[idx]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=40) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _on_cluster(client, fn):
+    """Run fn() with the client as the active scheduler; return its result and the names of the tasks the
+    workers ran."""
+    with dask.config.set(scheduler=client), get_task_stream(client) as ts:
+        out = fn()
+    return out, {t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts.data}
+
+
+def test_fit_on_local_cluster_accuracy_and_attributes(client, digits):
+    views, y = digits
+    model, keys = _on_cluster(client, lambda: ONMSC(10, random_state=0).fit(views))
+    assert any("_embed_view" in str(k) for k in keys), f"per-view tasks did not run on the workers: {keys}"
+    assert len(client.scheduler_info()["workers"]) == 2
+    acc = accuracy(y, model.labels_)
+    assert acc >= ACC_BAR, f"ACC {acc:.3f} below {ACC_BAR}"
+    n, k = len(y), 10
+    assert model.labels_.shape == (n,) and set(np.unique(model.labels_)) == set(range(k))
+    np.testing.assert_allclose(model.embedding_.T @ model.embedding_, np.eye(k), atol=1e-8)
+    mu = model.view_weights_
+    assert mu.shape == (3,) and (mu >= 0).all() and mu.sum() == pytest.approx(1.0)
+    assert model.view_embeddings_.shape == (3, model.order, n, k)
+    assert model.average_embedding_.shape == (n, k)
+    assert model.metric_ == ["cosine"] * 3 and model.embedding_solver_ == "exact"
+    obj = model.objective_
+    assert len(obj) == model.n_iter_ >= 1
+    assert (np.diff(obj) >= -1e-10 * np.abs(obj).max()).all(), "objective_ decreased"
+    assert set(model.timings_) >= {"validate", "graphs_and_embeddings", "fusion", "kmeans"}
+
+
+def test_same_seed_same_labels_on_cluster_and_without(client, digits):
+    views, _ = digits
+    first, _ = _on_cluster(client, lambda: ONMSC(10, random_state=3).fit(views))
+    second, _ = _on_cluster(client, lambda: ONMSC(10, random_state=3).fit(views))
+    np.testing.assert_array_equal(first.labels_, second.labels_)
+    np.testing.assert_array_equal(first.view_weights_, second.view_weights_)
+    with dask.config.set(scheduler="sync"), get_task_stream(client) as ts:
+        local = ONMSC(10, random_state=3).fit(views)
+    assert not ts.data, "the synchronous run must not use the cluster"
+    np.testing.assert_array_equal(local.labels_, first.labels_)
+    np.testing.assert_allclose(local.embedding_, first.embedding_, atol=1e-8)
+    with dask.config.set(scheduler="threads"):
+        threaded = ONMSC(10, random_state=3).fit(views)
+    np.testing.assert_array_equal(threaded.labels_, first.labels_)
+
+
+def test_fit_predict_equals_fit_labels(small_digits):
+    views, _ = small_digits
+    with dask.config.set(scheduler="sync"):
+        labels = ONMSC(10, random_state=1).fit_predict(views)
+        model = ONMSC(10, random_state=1).fit(views)
+    np.testing.assert_array_equal(labels, model.labels_)
+
+
+def test_clone_and_get_params():
+    est = ONMSC(5, n_neighbors=12, order=3, lambda1=0.5, lambda2=7.0, embedding="anchor", metric=["cosine"],
+                n_landmarks=50, n_nearest_landmarks=4, n_init=3, max_iter=20, tol=1e-6, random_state=42)
+    params = est.get_params()
+    assert params == {"n_clusters": 5, "n_neighbors": 12, "order": 3, "lambda1": 0.5, "lambda2": 7.0,
+                      "embedding": "anchor", "metric": ["cosine"], "n_landmarks": 50, "n_nearest_landmarks": 4,
+                      "n_init": 3, "max_iter": 20, "tol": 1e-6, "random_state": 42}
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == params
+    twin.set_params(order=1, n_clusters=3)
+    assert twin.order == 1 and twin.n_clusters == 3 and est.order == 3
+    assert not hasattr(clone(ONMSC(3).fit([np.random.default_rng(0).normal(size=(40, 3))] * 2)), "labels_")
+    assert "ONMSC" in repr(est)
+
+
+@pytest.mark.parametrize("solver, extra", [("exact", {}), ("anchor", {"n_landmarks": 60}),
+                                           ("nystrom", {"n_landmarks": 240})])
+def test_each_solver_runs(client, small_digits, solver, extra):
+    views, y = small_digits
+    model, _ = _on_cluster(client, lambda: ONMSC(10, embedding=solver, random_state=0, **extra).fit(views))
+    assert model.embedding_solver_ == solver
+    assert model.labels_.shape == y.shape
+    np.testing.assert_allclose(model.embedding_.T @ model.embedding_, np.eye(10), atol=1e-8)
+    obj = model.objective_
+    assert np.isfinite(obj).all() and (np.diff(obj) >= -1e-10 * np.abs(obj).max()).all()
+    assert accuracy(y, model.labels_) > 0.5  # far above chance (0.1) for every solver
+
+
+def test_order_one_and_explicit_lambdas(small_digits):
+    views, y = small_digits
+    with dask.config.set(scheduler="sync"):
+        model = ONMSC(10, order=1, lambda1=0.5, lambda2=3.0, random_state=0).fit(views)
+    assert model.lambda1_ == 0.5 and model.lambda2_ == 3.0
+    assert model.view_embeddings_.shape[1] == 1
+    assert (np.diff(model.objective_) >= -1e-10 * np.abs(model.objective_).max()).all()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.fixture
+def two_views():
+    rng = np.random.default_rng(0)
+    return [rng.normal(size=(50, 4)), rng.random((50, 6))]
+
+
+def test_nan_view_error_names_the_view(two_views):
+    views = [v.copy() for v in two_views]
+    views[1][7, 2] = np.nan
+    with pytest.raises(ValueError, match=r"view 1.*NaN"):
+        ONMSC(3).fit(views)
+
+
+def test_nan_in_sparse_view_error_names_the_view_and_row(two_views):
+    S = sp.random(50, 8, density=0.3, format="csr", random_state=0)
+    S.data[S.indptr[12]] = np.nan  # first stored value of row 12
+    with pytest.raises(ValueError, match=r"view 2.*NaN.*\[12\]"):
+        ONMSC(3).fit(two_views + [S])
+
+
+def test_row_mismatch_error(two_views):
+    with pytest.raises(ValueError, match=r"view 1.*49 rows.*50"):
+        ONMSC(3).fit([two_views[0], two_views[1][:49]])
+
+
+@pytest.mark.parametrize("n_clusters", [50, 51, 1])
+def test_bad_n_clusters(two_views, n_clusters):
+    with pytest.raises(ValueError, match="n_clusters"):
+        ONMSC(n_clusters).fit(two_views)
+
+
+@pytest.mark.parametrize("n_neighbors", [50, 60])
+def test_n_neighbors_too_large(two_views, n_neighbors):
+    with pytest.raises(ValueError, match="n_neighbors"):
+        ONMSC(3, n_neighbors=n_neighbors).fit(two_views)
+
+
+def test_n_neighbors_zero_rejected(two_views):
+    """n_neighbors=0 is invalid (1 <= n_neighbors < n); it must not silently fall back to the default."""
+    with pytest.raises(ValueError, match="n_neighbors"):
+        ONMSC(3, n_neighbors=0).fit(two_views)
+
+
+def test_constant_view_error(two_views):
+    with pytest.raises(ValueError, match=r"view 1.*constant"):
+        ONMSC(3).fit([two_views[0], np.full((50, 3), 2.5)])
+
+
+def test_other_input_errors(two_views):
+    with pytest.raises(TypeError):
+        ONMSC(3).fit(two_views[0])  # a single array instead of a list of views
+    with pytest.raises(ValueError, match="order"):
+        ONMSC(3, order=0).fit(two_views)
+    with pytest.raises(ValueError, match="metric"):
+        ONMSC(3, metric=["cosine"]).fit(two_views)
+    with pytest.raises(ValueError):
+        ONMSC(3, embedding="svd").fit(two_views)
+
+
+# --------------------------------------------------------------------------- inputs untouched
+
+
+def test_inputs_not_modified(small_digits):
+    views, _ = small_digits
+    dense = np.ascontiguousarray(views[0])
+    ints = views[1].astype(np.uint8)
+    sparse = sp.csr_matrix(views[2])
+    sparse_csc = sp.csc_matrix(views[0][:, ::-1])
+    inputs = [dense, ints, sparse, sparse_csc]
+    copies = [x.copy() for x in inputs]
+    ids = [id(x) for x in inputs]
+    with dask.config.set(scheduler="sync"):
+        model = ONMSC(10, random_state=0).fit(inputs)
+    for before, after in zip(copies, inputs):
+        assert type(before) is type(after)
+        if sp.issparse(before):
+            assert after.format == before.format and after.dtype == before.dtype
+            for attr in ("data", "indices", "indptr"):
+                np.testing.assert_array_equal(getattr(after, attr), getattr(before, attr))
+        else:
+            assert after.dtype == before.dtype and after.flags.c_contiguous == before.flags.c_contiguous
+            np.testing.assert_array_equal(after, before)
+    assert [id(x) for x in inputs] == ids, "the list of views must not be changed"
+    assert model.labels_.shape == (dense.shape[0],)
+
+
+def test_dask_array_view_matches_numpy(small_digits):
+    views, _ = small_digits
+    with dask.config.set(scheduler="sync"):
+        ref = ONMSC(10, random_state=0).fit(views)
+        lazy = ONMSC(10, random_state=0).fit([da.from_array(views[0], chunks=(60, -1))] + views[1:])
+    np.testing.assert_array_equal(lazy.labels_, ref.labels_)

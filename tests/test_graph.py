@@ -1,0 +1,322 @@
+"""Per-view graphs (onmsc_dask.graph) against dense numpy references.
+
+Paper: Eq. 1 (kNN affinity, linked iff either point is among the other's N nearest neighbours),
+Eq. 2 (degrees D = A 1), and the high-order affinity A^(o) = A^(o-1) A with G = D^-1/2 A^o D^-1/2.
+"""
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from onmsc_dask import graph
+from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, anchor_to_affinity, build_graph,
+                              default_n_neighbors, knn_affinity, nearest_neighbors, resolve_metric,
+                              select_landmarks, view_affinity)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_threaded_blas():
+    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
+    slows down ~50x), so run every test single-threaded."""
+    with threadpool_limits(1):
+        yield
+
+
+def _blobs(n=120, d=5, k=3, seed=0, shift=0.0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=4.0, size=(k, d))
+    y = np.arange(n) % k
+    return centres[y] + rng.normal(size=(n, d)) + shift, y
+
+
+def _dense_distances(X, metric):
+    """All pairwise distances, euclidean or cosine (1 - cos), self excluded via +inf on the diagonal."""
+    if metric == "cosine":
+        U = X / np.linalg.norm(X, axis=1, keepdims=True)
+        D = 1.0 - U @ U.T
+    else:
+        sq = (X * X).sum(1)
+        D = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0))
+    np.fill_diagonal(D, np.inf)
+    return D
+
+
+def _dense_knn(X, n_neighbors, metric):
+    D = _dense_distances(X, metric)
+    ind = np.argsort(D, axis=1, kind="stable")[:, :n_neighbors]
+    return ind, np.take_along_axis(D, ind, axis=1)
+
+
+def _dense_affinity(A):
+    return A.toarray() if sp.issparse(A) else np.asarray(A)
+
+
+# --------------------------------------------------------------------------- nearest neighbours
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_brute_knn_matches_dense_reference(metric):
+    X, _ = _blobs(n=150, d=6, seed=1, shift=3.0)  # shift keeps cosine well defined and non-trivial
+    ind, dist = nearest_neighbors(X, 8, metric)
+    ref_ind, ref_dist = _dense_knn(X, 8, metric)
+    assert ind.shape == dist.shape == (150, 8)
+    assert ind.dtype == np.int64 and dist.dtype == np.float64
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-7, atol=1e-10)
+    np.testing.assert_array_equal(ind, ref_ind)  # continuous random data: no ties
+    assert not (ind == np.arange(150)[:, None]).any(), "a point must not be its own neighbour"
+    assert (np.diff(dist, axis=1) >= -1e-12).all(), "distances sorted ascending"
+
+
+def test_cosine_distance_is_one_minus_cos_and_scale_invariant():
+    X, _ = _blobs(n=80, d=4, seed=2, shift=2.0)
+    ind, dist = nearest_neighbors(X, 5, "cosine")
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    cos = np.einsum("ij,ikj->ik", U, U[ind])
+    np.testing.assert_allclose(dist, 1.0 - cos, atol=1e-10)
+    assert ((dist >= -1e-12) & (dist <= 2 + 1e-12)).all()
+    # cosine neighbours ignore the length of each row
+    scales = np.random.default_rng(0).uniform(0.1, 10.0, size=(80, 1))
+    ind2, dist2 = nearest_neighbors(X * scales, 5, "cosine")
+    np.testing.assert_array_equal(ind2, ind)
+    np.testing.assert_allclose(dist2, dist, atol=1e-10)
+
+
+def test_sparse_input_matches_dense():
+    rng = np.random.default_rng(3)
+    Xd = rng.random((90, 30)) * (rng.random((90, 30)) < 0.4)
+    Xd[:, 0] += 0.1  # no all-zero rows
+    for metric in ("euclidean", "cosine"):
+        ind_s, dist_s = nearest_neighbors(sp.csr_matrix(Xd), 6, metric)
+        ind_d, dist_d = nearest_neighbors(Xd, 6, metric)
+        np.testing.assert_allclose(dist_s, dist_d, atol=1e-10)
+        np.testing.assert_array_equal(ind_s, ind_d)
+
+
+@pytest.mark.skipif(not os.environ.get("ONMSC_TEST_PYNNDESCENT"),
+                    reason="pynndescent's numba JIT costs ~45 s CPU per process (not cacheable); "
+                           "set ONMSC_TEST_PYNNDESCENT=1 to run")
+def test_pynndescent_path_recall(monkeypatch):
+    """Above BRUTE_FORCE_MAX_SAMPLES the approximate index is used; it must agree with brute force."""
+    X, _ = _blobs(n=600, d=8, k=4, seed=4)
+    n_neighbors = 10
+    brute_ind, brute_dist = nearest_neighbors(X, n_neighbors, "euclidean")
+    monkeypatch.setattr(graph, "BRUTE_FORCE_MAX_SAMPLES", 100)
+    ind, dist = nearest_neighbors(X, n_neighbors, "euclidean", random_state=0)
+    assert ind.shape == dist.shape == (600, n_neighbors)
+    assert not (ind == np.arange(600)[:, None]).any(), "self must be dropped from the approximate graph"
+    hits = sum(len(set(a) & set(b)) for a, b in zip(ind, brute_ind))
+    recall = hits / brute_ind.size
+    assert recall >= 0.9, f"pynndescent recall {recall:.3f} < 0.9"
+    # the reported distances are true distances to the reported neighbours
+    true = np.linalg.norm(X[:, None, :] - X[ind], axis=2)
+    np.testing.assert_allclose(dist, true, rtol=1e-4, atol=1e-4)  # pynndescent works in float32
+    # and the affinity built from it is a valid Eq. 1 graph
+    A = knn_affinity(ind, dist)
+    assert abs(A - A.T).max() == 0 and (A.data > 0).all()
+    # cosine through the approximate index: distances are 1 - cos as on the brute-force path
+    Xc = X + 3.0
+    monkeypatch.setattr(graph, "BRUTE_FORCE_MAX_SAMPLES", 10**9)
+    brute_c, _ = nearest_neighbors(Xc, n_neighbors, "cosine")
+    monkeypatch.setattr(graph, "BRUTE_FORCE_MAX_SAMPLES", 100)
+    ind_c, dist_c = nearest_neighbors(Xc, n_neighbors, "cosine", random_state=0)
+    U = Xc / np.linalg.norm(Xc, axis=1, keepdims=True)
+    np.testing.assert_allclose(dist_c, 1.0 - np.einsum("ij,ikj->ik", U, U[ind_c]), atol=1e-5)
+    assert sum(len(set(a) & set(b)) for a, b in zip(ind_c, brute_c)) / brute_c.size >= 0.9
+    # exact duplicates: the index may list a twin before the point itself; self must still be dropped
+    Xd = np.vstack([X[:300], X[:300]])
+    ind_d, dist_d = nearest_neighbors(Xd, n_neighbors, "euclidean", random_state=0)
+    assert ind_d.shape == (600, n_neighbors)
+    assert not (ind_d == np.arange(600)[:, None]).any()
+    twin = (np.arange(600) + 300) % 600
+    assert np.mean((ind_d == twin[:, None]).any(axis=1)) >= 0.9
+    assert np.isfinite(knn_affinity(ind_d, dist_d).data).all()
+
+
+# --------------------------------------------------------------------------- Eq. 1
+
+
+def test_knn_affinity_eq1_structure_and_weights():
+    X, _ = _blobs(n=100, d=4, seed=5)
+    m = 9
+    ind, dist = nearest_neighbors(X, m, "euclidean")
+    A = knn_affinity(ind, dist)
+    n = X.shape[0]
+    assert sp.isspmatrix_csr(A) or isinstance(A, sp.csr_array)
+    Ad = A.toarray()
+    np.testing.assert_array_equal(Ad, Ad.T)
+    assert (np.diag(Ad) == 0).all(), "no self loops"
+    # linked iff i is among j's neighbours or j among i's (Eq. 1)
+    in_list = np.zeros((n, n), bool)
+    in_list[np.repeat(np.arange(n), m), ind.ravel()] = True
+    linked = in_list | in_list.T
+    np.testing.assert_array_equal(Ad != 0, linked)
+    assert (Ad[linked] > 0).all() and (Ad[linked] <= 1.0).all()
+    # weights: self-tuning Gaussian, sigma_i = distance to the 7th neighbour
+    Dfull = np.sqrt(((X[:, None, :] - X[None]) ** 2).sum(-1))
+    sigma = np.sort(Dfull + np.diag(np.full(n, np.inf)), axis=1)[:, 6]
+    ref = np.exp(-Dfull**2 / np.outer(sigma, sigma))
+    np.testing.assert_allclose(Ad[linked], ref[linked], rtol=1e-10)
+
+
+def test_knn_affinity_with_duplicates_is_finite():
+    rng = np.random.default_rng(6)
+    base = rng.normal(size=(20, 3))
+    X = np.vstack([base, base, base, np.zeros((12, 3)) + 5.0])  # triplicates + a block of 12 identical rows
+    ind, dist = nearest_neighbors(X, 8, "euclidean")
+    assert (dist[-12:, :8] == 0).all()  # the block: every neighbour at distance 0, sigma would be 0
+    A = knn_affinity(ind, dist)
+    assert np.isfinite(A.data).all()
+    assert (A.data > 0).all()
+    assert abs(A - A.T).max() == 0
+    Ad = A.toarray()
+    i, j = 60, 61  # two identical rows of the block are linked with weight exp(0) = 1
+    assert Ad[i, j] == pytest.approx(1.0)
+    # and the high-order operator on it is well defined
+    G = NormalizedHighOrderAffinity(A, 2)
+    assert np.isfinite(G @ np.ones(X.shape[0])).all()
+
+
+def test_knn_affinity_all_identical_rows():
+    X = np.ones((15, 2))
+    A = knn_affinity(*nearest_neighbors(X, 5, "euclidean"))
+    assert np.isfinite(A.data).all() and (A.data > 0).all()
+
+
+def test_view_affinity_warns_on_disconnected_graph():
+    rng = np.random.default_rng(7)
+    X = np.vstack([rng.normal(size=(30, 2)), rng.normal(size=(30, 2)) + 1000.0])
+    with pytest.warns(UserWarning, match="connected components"):
+        A = view_affinity(X, 5, "euclidean")
+    assert sp.csgraph.connected_components(A, directed=False)[0] == 2
+
+
+# --------------------------------------------------------------------------- high-order operator
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_normalized_high_order_affinity_matches_dense(order):
+    X, _ = _blobs(n=70, d=3, seed=8)
+    A = knn_affinity(*nearest_neighbors(X, 6, "euclidean"))
+    Ad = A.toarray()
+    Ao = np.linalg.matrix_power(Ad, order)
+    deg = Ao.sum(axis=1)  # Eq. 2 for A^o
+    Gd = Ao / np.sqrt(np.outer(deg, deg))
+    G = NormalizedHighOrderAffinity(A, order)
+    assert G.shape == (70, 70)
+    rng = np.random.default_rng(order)
+    x = rng.normal(size=70)
+    Y = rng.normal(size=(70, 4))
+    np.testing.assert_allclose(G @ x, Gd @ x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(G.matvec(x), Gd @ x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(G @ Y, Gd @ Y, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(G.matmat(Y), Gd @ Y, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(G.rmatvec(x), Gd.T @ x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(G @ np.eye(70), Gd, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(G.power(x), Ao @ x, rtol=1e-10)
+    # D^1/2 1 is an eigenvector of G with eigenvalue 1 (largest), a property of the normalization
+    s = np.sqrt(deg)
+    np.testing.assert_allclose(G @ s, s, rtol=1e-10)
+
+
+def test_normalized_high_order_affinity_rejects_order_zero():
+    A = sp.csr_matrix(np.ones((3, 3)) - np.eye(3))
+    with pytest.raises(ValueError, match="order"):
+        NormalizedHighOrderAffinity(A, 0)
+
+
+def test_normalized_high_order_affinity_isolated_point():
+    A = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], float))
+    with pytest.warns(UserWarning, match="isolated"):
+        G = NormalizedHighOrderAffinity(A, 1)
+    out = G @ np.ones(3)
+    assert np.isfinite(out).all() and out[2] == 0
+
+
+# --------------------------------------------------------------------------- anchor graphs
+
+
+def test_anchor_affinity_rows_and_to_affinity_matches_dense():
+    X, _ = _blobs(n=90, d=4, seed=9)
+    L = select_landmarks(X, 12, random_state=0)
+    assert L.shape == (12, 4)
+    Z = anchor_affinity(X, L, 3, "euclidean")
+    assert Z.shape == (90, 12)
+    np.testing.assert_allclose(np.asarray(Z.sum(axis=1)).ravel(), 1.0, rtol=1e-12)
+    assert (np.diff(Z.indptr) == 3).all() and (Z.data > 0).all()
+    # each row links to its 3 nearest landmarks
+    nearest = np.argsort(((X[:, None] - L[None]) ** 2).sum(-1), axis=1)[:, :3]
+    for i in range(90):
+        assert set(Z[i].indices) == set(nearest[i])
+    Zd = Z.toarray()
+    ref = Zd @ np.diag(1.0 / Zd.sum(axis=0)) @ Zd.T
+    op = anchor_to_affinity(Z)
+    assert op.shape == (90, 90)
+    x = np.random.default_rng(0).normal(size=90)
+    np.testing.assert_allclose(op @ x, ref @ x, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(op @ np.eye(90), ref, rtol=1e-10, atol=1e-13)
+    # A 1 = 1 for row-stochastic Z
+    np.testing.assert_allclose(op @ np.ones(90), 1.0, rtol=1e-10)
+
+
+def test_anchor_to_affinity_unused_anchor_and_high_order():
+    rng = np.random.default_rng(10)
+    Zd = rng.random((40, 6)) * (rng.random((40, 6)) < 0.5)
+    Zd[:, 5] = 0.0  # an anchor no point links to
+    Zd[:, 0] += 0.05
+    Z = sp.csr_matrix(Zd)
+    lam = Zd.sum(axis=0)
+    inv = np.where(lam > 0, 1 / np.where(lam > 0, lam, 1), 0)
+    ref = Zd @ np.diag(inv) @ Zd.T
+    op = anchor_to_affinity(Z)
+    np.testing.assert_allclose(op @ np.eye(40), ref, rtol=1e-10, atol=1e-13)
+    for order in (1, 2, 3):
+        Ao = np.linalg.matrix_power(ref, order)
+        deg = Ao.sum(1)
+        G = NormalizedHighOrderAffinity(op, order)
+        np.testing.assert_allclose(G @ np.eye(40), Ao / np.sqrt(np.outer(deg, deg)), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:kNN graph")
+def test_build_graph_dispatch():
+    X, _ = _blobs(n=80, d=3, seed=11)
+    kw = dict(n_neighbors=7, metric="euclidean", n_landmarks=10, n_nearest_landmarks=3, random_state=0)
+    A = build_graph(X, "exact", **kw)
+    assert A.shape == (80, 80)
+    np.testing.assert_allclose(A.toarray(), knn_affinity(*nearest_neighbors(X, 7, "euclidean")).toarray())
+    Z = build_graph(X, "anchor", **kw)
+    assert Z.shape == (80, 10)
+    Z2 = build_graph(X, "anchor", **kw)
+    np.testing.assert_array_equal(Z.toarray(), Z2.toarray())  # seeded landmarks are deterministic
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_resolve_metric_rule():
+    rng = np.random.default_rng(12)
+    nonneg = rng.random((10, 3))
+    mixed = rng.normal(size=(10, 3))
+    assert resolve_metric(nonneg) == "cosine"
+    assert resolve_metric(nonneg, "auto") == "cosine"
+    assert resolve_metric(np.zeros((4, 2)) + np.eye(4, 2)) == "cosine"  # zeros count as non-negative
+    assert resolve_metric(mixed) == "euclidean"
+    barely_negative = nonneg.copy()
+    barely_negative[3, 1] = -1e-9
+    assert resolve_metric(barely_negative) == "euclidean"
+    assert resolve_metric(sp.random(20, 5, density=0.3, format="csr", random_state=0)) == "cosine"
+    S = sp.random(20, 5, density=0.3, format="csr", random_state=0)
+    S.data[0] = -1.0
+    assert resolve_metric(S) == "euclidean"
+    assert resolve_metric(nonneg, "euclidean") == "euclidean"
+    assert resolve_metric(mixed, "cosine") == "cosine"
+    with pytest.raises(ValueError, match="metric"):
+        resolve_metric(nonneg, "manhattan")
+
+
+def test_default_n_neighbors():
+    assert default_n_neighbors(100, 10) == 10  # floor of 10
+    assert default_n_neighbors(2000, 10) == 20  # 0.1 * n / k
+    assert default_n_neighbors(10**6, 10) == 30  # ceiling of 30
+    assert default_n_neighbors(8, 2) == 7  # never more than n - 1

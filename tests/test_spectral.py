@@ -1,0 +1,265 @@
+"""Spectral embeddings (onmsc_dask.spectral) against dense eigendecompositions.
+
+Embeddings are compared through their projectors H H^T, which are unique whenever the k-th and (k+1)-th
+eigenvalues differ (each test checks that eigengap on its data first).
+Paper: G = D^-1/2 A^o D^-1/2 (Sec. 'Scale to Large-Scale Dataset'), Algorithms 2 (Nystrom + randomized SVD)
+and 3 (orthogonalization, with its proposition H~^T H~ = I and H~ Lam~ H~^T = H Lam H^T).
+"""
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
+                              select_landmarks)
+from onmsc_dask.spectral import (anchor_embedding, anchor_factor, average_graph_embedding, eigvecs_from_factor,
+                                 embed_graph, exact_embedding, nystrom_embedding, orthogonalize, randomized_eigh,
+                                 resolve_solver, top_eigenvectors)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_threaded_blas():
+    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
+    slows down ~50x), so run every test single-threaded."""
+    with threadpool_limits(1):
+        yield
+
+K = 4
+
+
+def _blobs(n, d=5, k=K, seed=0, scale=1.5):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=scale, size=(k, d))
+    return centres[np.arange(n) % k] + rng.normal(size=(n, d))
+
+
+def _knn_graph(n, seed=0, n_neighbors=10):
+    return knn_affinity(*nearest_neighbors(_blobs(n, seed=seed), n_neighbors, "euclidean"))
+
+
+def _dense_G(Ad, order):
+    Ao = np.linalg.matrix_power(Ad, order)
+    deg = Ao.sum(axis=1)
+    return Ao / np.sqrt(np.outer(deg, deg))
+
+
+def _dense_top(G, k):
+    vals, vecs = np.linalg.eigh((G + G.T) / 2)
+    order = np.argsort(vals)[::-1]
+    return vals[order], vecs[:, order[:k]]
+
+
+def _projector_error(H1, H2):
+    return np.abs(H1 @ H1.T - H2 @ H2.T).max()
+
+
+def _assert_orthonormal(H, atol=1e-8):
+    np.testing.assert_allclose(H.T @ H, np.eye(H.shape[1]), atol=atol)
+
+
+# --------------------------------------------------------------------------- exact
+
+
+@pytest.mark.parametrize("n", [150, 600])  # dense eigh branch (n <= 500) and eigsh branch
+@pytest.mark.parametrize("order", [1, 2])
+def test_exact_embedding_matches_dense_eigh(n, order):
+    A = _knn_graph(n, seed=n + order)
+    vals, ref = _dense_top(_dense_G(A.toarray(), order), K)
+    all_vals = np.sort(np.linalg.eigvalsh(_dense_G(A.toarray(), order)))[::-1]
+    assert all_vals[K - 1] - all_vals[K] > 0.02, "test data needs an eigengap after the k-th eigenvalue"
+    H = exact_embedding(A, K, order, random_state=0)
+    assert H.shape == (n, K)
+    _assert_orthonormal(H)
+    assert _projector_error(H, ref) < 1e-6
+    # columns are eigenvectors with the descending eigenvalues (Rayleigh quotients)
+    G = NormalizedHighOrderAffinity(A, order)
+    np.testing.assert_allclose(np.sum(H * (G @ H), axis=0), vals[:K], atol=1e-7)
+    # deterministic sign convention: the largest-magnitude entry of each column is positive
+    assert (H[np.abs(H).argmax(axis=0), np.arange(K)] > 0).all()
+
+
+def test_top_eigenvectors_order_and_seed_determinism():
+    A = _knn_graph(600, seed=3)
+    G = NormalizedHighOrderAffinity(A, 1)
+    vals, H = top_eigenvectors(G, K, random_state=1)
+    assert (np.diff(vals) <= 1e-12).all() and vals[0] == pytest.approx(1.0, abs=1e-8)
+    vals2, H2 = top_eigenvectors(G, K, random_state=1)
+    np.testing.assert_array_equal(H, H2)
+
+
+# --------------------------------------------------------------------------- Algorithms 2-3
+
+
+def test_randomized_eigh_exact_on_low_rank():
+    rng = np.random.default_rng(0)
+    U, _ = np.linalg.qr(rng.normal(size=(80, 6)))
+    lam = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.5])
+    R = (U * lam) @ U.T
+    Ur, vals = randomized_eigh(R, 3, 5, rng)
+    np.testing.assert_allclose(vals, lam[:3], rtol=1e-10)
+    assert _projector_error(Ur, U[:, :3]) < 1e-10
+
+
+def test_orthogonalize_proposition():
+    """Algorithm 3: H~^T H~ = I and H~ Lam~ H~^T = H Lam H^T, for a non-orthogonal H."""
+    rng = np.random.default_rng(1)
+    H = rng.normal(size=(50, 5)) @ rng.normal(size=(5, 5))
+    lam = np.array([3.0, 2.0, 1.5, 0.7, -0.4])
+    Ht, lam_t = orthogonalize(H, lam)
+    assert Ht.shape == (50, 5) and lam_t.shape == (5,)
+    _assert_orthonormal(Ht, atol=1e-10)
+    ref = (H * lam) @ H.T
+    np.testing.assert_allclose((Ht * lam_t) @ Ht.T, ref, atol=1e-10 * np.abs(ref).max())
+    assert (np.diff(lam_t) <= 0).all(), "eigenvalues returned in descending order"
+    # an already orthonormal H with diagonal Lam is returned up to column order/sign
+    Q, _ = np.linalg.qr(rng.normal(size=(50, 3)))
+    Qt, lq = orthogonalize(Q, np.array([1.0, 3.0, 2.0]))
+    np.testing.assert_allclose(lq, [3.0, 2.0, 1.0], atol=1e-12)
+    np.testing.assert_allclose(np.abs(Qt), np.abs(Q[:, [1, 2, 0]]), atol=1e-10)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_nystrom_with_all_columns_recovers_exact_subspace(order):
+    """m = n: E = G and R = G, so Algorithm 2 is exact once the randomized range finder sees the whole
+    range (k + s >= n)."""
+    n = 60
+    A = _knn_graph(n, seed=10 + order, n_neighbors=8)
+    G = _dense_G(A.toarray(), order)
+    vals = np.sort(np.linalg.eigvalsh(G))[::-1]
+    assert vals[K - 1] - vals[K] > 0.02
+    _, ref = _dense_top(G, K)
+    H = nystrom_embedding(A, K, order, n_landmarks=n, oversampling=n - K, random_state=0)
+    assert H.shape == (n, K)
+    _assert_orthonormal(H)
+    assert _projector_error(H, ref) < 1e-8
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_nystrom_with_all_columns_low_rank_graph(order):
+    """m = n with the default oversampling on a graph of rank <= k + s (an anchor graph with 12 anchors):
+    the range finder captures the whole range, so the subspace is exact for a large n too."""
+    X = _blobs(400, seed=20)
+    Z = anchor_affinity(X, select_landmarks(X, 12, random_state=0), 3, "euclidean")
+    Zd = Z.toarray()
+    Ad = Zd @ np.diag(1 / Zd.sum(0)) @ Zd.T
+    G = _dense_G(Ad, order)
+    vals = np.sort(np.linalg.eigvalsh(G))[::-1]
+    assert vals[K - 1] - vals[K] > 1e-3
+    _, ref = _dense_top(G, K)
+    H = nystrom_embedding(sp.csr_matrix(Ad), K, order, n_landmarks=400, oversampling=10, random_state=0)
+    _assert_orthonormal(H)
+    assert _projector_error(H, ref) < 1e-6
+
+
+def test_nystrom_selects_largest_not_largest_magnitude_eigenvalues():
+    """G of an odd order can have eigenvalues near -1 (bipartite parts of the graph); the embedding must be
+    the top-k *largest* eigenvectors (smallest of L = I - G), like exact_embedding, not the largest |lambda|.
+
+    Graph: a 12-clique (eigenvalue 1) plus an even 16-cycle (eigenvalues cos(2 pi j / 16), incl. -1).
+    Top 4 largest: 1, 1, cos(pi/8), cos(pi/8) = 0.92 (a double eigenvalue of the cycle), then 0.71;
+    largest magnitude picks -1 instead of one of the 0.92."""
+    clique = np.ones((12, 12)) - np.eye(12)
+    cycle = np.roll(np.eye(16), 1, axis=1)
+    cycle = cycle + cycle.T
+    Ad = np.block([[clique, np.zeros((12, 16))], [np.zeros((16, 12)), cycle]])
+    n, k = 28, 4
+    G = _dense_G(Ad, 1)
+    vals, ref = _dense_top(G, k)
+    assert vals[k - 1] - vals[k] > 0.05  # 0.924 vs 0.707
+    assert np.linalg.eigvalsh(G).min() == pytest.approx(-1.0)
+    H_exact = exact_embedding(sp.csr_matrix(Ad), k, 1)
+    assert _projector_error(H_exact, ref) < 1e-8
+    H = nystrom_embedding(sp.csr_matrix(Ad), k, 1, n_landmarks=n, oversampling=n - k, random_state=0)
+    assert _projector_error(H, ref) < 1e-8, "nystrom picked eigenvectors of the most negative eigenvalue"
+
+
+def test_nystrom_partial_landmarks_is_orthonormal_and_seeded():
+    A = _knn_graph(300, seed=30)
+    H1 = nystrom_embedding(A, K, 2, n_landmarks=100, random_state=5)
+    H2 = nystrom_embedding(A, K, 2, n_landmarks=100, random_state=5)
+    assert H1.shape == (300, K) and np.isfinite(H1).all()
+    _assert_orthonormal(H1)
+    np.testing.assert_array_equal(H1, H2)
+
+
+# --------------------------------------------------------------------------- anchor graph
+
+
+def _anchor_data(n=300, m=20, seed=40):
+    X = _blobs(n, seed=seed, scale=2.0)
+    Z = anchor_affinity(X, select_landmarks(X, m, random_state=0), 3, "euclidean")
+    Zd = Z.toarray()
+    return Z, Zd @ np.diag(1.0 / Zd.sum(axis=0)) @ Zd.T
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_anchor_factor_and_embedding_match_dense(order):
+    Z, Ad = _anchor_data()
+    G = _dense_G(Ad, order)
+    C = anchor_factor(Z, order)
+    assert C.shape == Z.shape
+    np.testing.assert_allclose(C @ C.T, G, atol=1e-10)  # G = C C^T
+    vals = np.sort(np.linalg.eigvalsh(G))[::-1]
+    assert vals[K - 1] - vals[K] > 1e-3, "anchor test data needs an eigengap"
+    _, ref = _dense_top(G, K)
+    H = anchor_embedding(Z, K, order)
+    assert H.shape == (Z.shape[0], K)
+    _assert_orthonormal(H)
+    assert _projector_error(H, ref) < 1e-7
+
+
+def test_eigvecs_from_factor_dask_equals_numpy():
+    Z, _ = _anchor_data()
+    C = anchor_factor(Z, 2)
+    H_np = eigvecs_from_factor(C, K)
+    H_da = eigvecs_from_factor(da.from_array(C, chunks=(75, C.shape[1])), K)
+    assert isinstance(H_da, np.ndarray) and H_da.shape == H_np.shape
+    np.testing.assert_allclose(H_da, H_np, atol=1e-10)  # sign convention makes them identical
+    assert _projector_error(H_da, H_np) < 1e-10
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def test_embed_graph_shapes_and_orders():
+    A = _knn_graph(120, seed=50)
+    H = embed_graph(A, "exact", K, 3, random_state=0)
+    assert H.shape == (3, 120, K)
+    for o in range(3):
+        _assert_orthonormal(H[o])
+        assert _projector_error(H[o], exact_embedding(A, K, o + 1, 0)) < 1e-10
+    Hn = embed_graph(A, "nystrom", K, 2, n_landmarks=120, random_state=0)
+    assert Hn.shape == (2, 120, K)
+    Z, _ = _anchor_data(n=120, m=15)
+    Ha = embed_graph(Z, "anchor", K, 2)
+    assert Ha.shape == (2, 120, K)
+
+
+def test_average_graph_embedding_anchor_equals_average_affinity():
+    """Stacking [Z_1, Z_2] / 2 gives the anchor affinity (A_1 + A_2) / 2."""
+    X1 = _blobs(200, seed=60, scale=2.0)
+    X2 = _blobs(200, seed=61, scale=2.0)
+    Zs = [anchor_affinity(X, select_landmarks(X, 15, random_state=0), 3, "euclidean") for X in (X1, X2)]
+    Aavg = sum(Zd @ np.diag(1 / Zd.sum(0)) @ Zd.T for Zd in (Z.toarray() for Z in Zs)) / 2
+    G = _dense_G(Aavg, 1)
+    vals = np.sort(np.linalg.eigvalsh(G))[::-1]
+    assert vals[K - 1] - vals[K] > 1e-3
+    F = average_graph_embedding(Zs, "anchor", K)
+    assert _projector_error(F, _dense_top(G, K)[1]) < 1e-7
+
+
+def test_average_graph_embedding_knn():
+    A1, A2 = _knn_graph(150, seed=70), _knn_graph(150, seed=71)
+    F = average_graph_embedding([A1, A2], "exact", K, random_state=0)
+    G = _dense_G(((A1 + A2) / 2).toarray(), 1)
+    assert _projector_error(F, _dense_top(G, K)[1]) < 1e-8
+
+
+def test_resolve_solver():
+    assert resolve_solver("auto", 100) == "exact"
+    assert resolve_solver("auto", 10**6) == "anchor"
+    for s in ("exact", "nystrom", "anchor"):
+        assert resolve_solver(s, 100) == s
+    with pytest.raises(ValueError):
+        resolve_solver("lanczos", 100)
