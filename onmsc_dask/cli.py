@@ -119,14 +119,15 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     t = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     store_path = args.out / "views.zarr"
-    if args.data is not None and args.data.resolve() == store_path.resolve():
+    reuse = args.data is not None and args.data.resolve() == store_path.resolve()
+    if reuse:
         store = MultiViewStore(store_path)
     else:
         store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
                                       metadata={"source": source})
     views = [store.read_view(p) for p in range(store.n_views)]
     timings["write_store"] = time.perf_counter() - t
-    log(f"wrote {store_path} (views {store.view_names})")
+    log(f"{'using' if reuse else 'wrote'} {store_path} (views {store.view_names})")
 
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=args.embedding,
                   random_state=args.random_state)
