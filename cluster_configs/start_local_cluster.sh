@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Start a dask scheduler and 2 single-threaded workers on 127.0.0.1 in the background and print the
+# scheduler address. Stop them with:  kill $(cat "$RUN_DIR"/*.pid)
+# Environment: PORT (8786), MEMORY_LIMIT (2GiB), RUN_DIR (/tmp/onmsc-cluster).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export DASK_CONFIG="$here"
+PORT="${PORT:-8786}"
+MEMORY_LIMIT="${MEMORY_LIMIT:-2GiB}"
+RUN_DIR="${RUN_DIR:-/tmp/onmsc-cluster}"
+mkdir -p "$RUN_DIR/spill"
+address="tcp://127.0.0.1:$PORT"
+
+dask scheduler --host 127.0.0.1 --port "$PORT" --dashboard-address :0 --no-show \
+    >"$RUN_DIR/scheduler.log" 2>&1 &
+echo $! >"$RUN_DIR/scheduler.pid"
+for i in 1 2; do
+    dask worker "$address" --nworkers 1 --nthreads 1 --memory-limit "$MEMORY_LIMIT" \
+        --local-directory "$RUN_DIR/spill" --name "worker-$i" --host 127.0.0.1 >"$RUN_DIR/worker-$i.log" 2>&1 &
+    echo $! >"$RUN_DIR/worker-$i.pid"
+done
+python - "$address" <<'PY'
+import sys
+from distributed import Client
+with Client(sys.argv[1], timeout="60s") as c:
+    c.wait_for_workers(2, timeout=120)
+PY
+echo "$address"

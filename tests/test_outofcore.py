@@ -1,0 +1,131 @@
+"""Out-of-core anchor pipeline: parity with the in-memory estimator, real clusters, resume, MNIST script."""
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_digits
+
+from onmsc_dask.api import ONMSC
+from onmsc_dask.outofcore import _factor_pieces, _factor_rows, _gram_stats, fit_store
+from onmsc_dask.spectral import anchor_factor
+from onmsc_dask.store import MultiViewStore
+
+ROOT = Path(__file__).resolve().parents[1]
+MNIST_T10K = Path("/work/shared/data/mnist-t10k")
+PARAMS = dict(n_landmarks=60, random_state=0, n_init=3)
+
+
+def _views(n: int = 600) -> tuple[list[np.ndarray], np.ndarray]:
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    return [X[:n], X[:n] @ rng.standard_normal((64, 16)), np.sqrt(X[:n])], y[:n]
+
+
+@pytest.fixture
+def store(tmp_path):
+    views, y = _views()
+    return MultiViewStore.create(tmp_path / "digits.zarr", views, y, chunk_rows=128)
+
+
+def _projection(H: np.ndarray) -> np.ndarray:
+    return H @ H.T
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_factor_split_equals_anchor_factor(order):
+    rng = np.random.default_rng(order)
+    Z = sp.random(300, 40, density=0.08, random_state=rng, format="csr") + sp.eye(300, 40, format="csr")
+    C = np.vstack([_factor_rows(Z[s:s + 70], _factor_pieces(_gram_stats(Z), order)) for s in range(0, 300, 70)])
+    np.testing.assert_allclose(C, anchor_factor(Z, order), atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["gram", "tsqr"])
+def test_equals_in_memory_anchor(store, method):
+    views, _ = _views()
+    est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, random_state=0).fit(views)
+    res = fit_store(store, 10, landmark_init="k-means++", landmark_sample=20000, method=method, **PARAMS)
+    for p in range(3):
+        for o in range(2):
+            np.testing.assert_allclose(_projection(res.view_embeddings[p, o]),
+                                       _projection(est.view_embeddings_[p, o]), atol=1e-8)
+    np.testing.assert_allclose(_projection(res.average_embedding), _projection(est.average_embedding_), atol=1e-8)
+    np.testing.assert_allclose(res.view_weights, est.view_weights_, atol=1e-8)
+    np.testing.assert_array_equal(res.labels, est.labels_)
+    assert res.metrics == est.metric_
+
+
+def test_resume_skips_completed_and_recomputes_affected(store):
+    first = fit_store(store, 10, **PARAMS)
+    assert first.computed_stages == ["landmarks", "anchor_graph", "embeddings", "fusion", "labels"]
+    again = fit_store(store, 10, **PARAMS)
+    assert again.computed_stages == []
+    np.testing.assert_array_equal(again.labels, first.labels)
+    landmarks = store.read_result("landmarks", "L0")
+    changed = fit_store(store, 8, **PARAMS)
+    assert changed.computed_stages == ["embeddings", "fusion", "labels"]
+    assert len(np.unique(changed.labels)) == 8
+    np.testing.assert_array_equal(store.read_result("landmarks", "L0"), landmarks)
+    assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["labels"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_real_cluster_matches_local_cluster(store, tmp_path):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, processes=False) as cluster, \
+            Client(cluster) as client:
+        local = fit_store(store, 10, client=client, **PARAMS).labels
+    clean = MultiViewStore.create(tmp_path / "again.zarr", *_views(), chunk_rows=128)
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                               "--dashboard-address", ":0", "--no-show"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for i in range(2):
+            procs.append(subprocess.Popen(
+                ["dask", "worker", address, "--nworkers", "1", "--nthreads", "1", "--memory-limit", "1GiB",
+                 "--local-directory", str(tmp_path / f"w{i}"), "--no-dashboard", "--no-nanny"], env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+            remote = fit_store(clean, 10, client=client, **PARAMS)
+            workers = {ts for ts in client.run(os.getpid).values()}
+        assert len(workers) == 2 and os.getpid() not in workers
+        np.testing.assert_array_equal(remote.labels, local)
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.skipif(not MNIST_T10K.is_dir(), reason=f"MNIST test set not found at {MNIST_T10K}")
+def test_pipeline_script_on_mnist_t10k(tmp_path):
+    spec = importlib.util.spec_from_file_location("mnist60k", ROOT / "pipelines" / "mnist60k.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    t0 = time.perf_counter()
+    report = module.main(["--data-dir", str(MNIST_T10K), "--limit", "2000", "--out-dir", str(tmp_path),
+                          "--chunk-rows", "500", "--n-landmarks", "300", "--workers", "2"])
+    assert report["n_samples"] == 2000 and report["view_dims"] == [784, 324, 144]
+    assert report["scores"]["acc"] > 0.5
+    for name in ("report.json", "convergence.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert time.perf_counter() - t0 < 120
