@@ -218,8 +218,15 @@ def _tree_sum(items: list[Delayed]) -> Delayed:
     return items[0]
 
 
-def _split(Z: sp.csr_matrix, chunks: list[tuple[int, int]]) -> list[Delayed]:
-    return [dask.delayed(Z[s:e], pure=True) for s, e in chunks]
+def _share(value: Any, client: Any, broadcast: bool = False) -> Any:
+    """`value` as one graph input: scattered to the workers (to every worker with `broadcast`) when there is
+    a client, so it is sent once instead of inside the task graph; a delayed constant otherwise."""
+    return dask.delayed(value, pure=True) if client is None else client.scatter(value, broadcast=broadcast)
+
+
+def _split(Z: sp.csr_matrix, chunks: list[tuple[int, int]], client: Any) -> list[Any]:
+    """Row blocks of Z, one graph input each."""
+    return [_share(Z[s:e], client) for s, e in chunks]
 
 
 # ------------------------------------------------------------------ pipeline
@@ -230,7 +237,7 @@ def _compute(client: Any, *objs: Any) -> tuple:
     return dask.compute(*objs) if client is None else dask.compute(*objs, scheduler=client)
 
 
-def _gram_embedding(Zc: list[Delayed], k: int, order: int, seed: int) -> Delayed:
+def _gram_embedding(Zc: list[Any], k: int, order: int, seed: int) -> Delayed:
     """Delayed n x k H^(order) of the anchor graph given by row blocks Zc (method "gram")."""
     pieces = dask.delayed(_factor_pieces, pure=True)(_tree_sum([dask.delayed(_gram_stats, pure=True)(z)
                                                                 for z in Zc]), order)
@@ -239,7 +246,7 @@ def _gram_embedding(Zc: list[Delayed], k: int, order: int, seed: int) -> Delayed
     return dask.delayed(np.vstack, pure=True)([dask.delayed(_embed_rows, pure=True)(z, pieces, T) for z in Zc])
 
 
-def _tsqr_embeddings(jobs: list[tuple[list[Delayed], list[tuple[int, int]], int, int]], k: int,
+def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int, int]], k: int,
                      client: Any) -> list[np.ndarray]:
     """H^(order) of each job (row blocks, chunks, m, order) via tsqr of the row-chunked C (method "tsqr");
     jobs run concurrently (each eigvecs_from_factor call computes twice)."""
@@ -248,7 +255,7 @@ def _tsqr_embeddings(jobs: list[tuple[list[Delayed], list[tuple[int, int]], int,
 
     def run(job: tuple, piece: dict) -> np.ndarray:
         Zc, chunks, m, _ = job
-        piece = dask.delayed(piece, pure=True)
+        piece = _share(piece, client, broadcast=True)
         C = da.concatenate([da.from_delayed(dask.delayed(_factor_rows, pure=True)(z, piece), (e - s, m), float)
                             for z, (s, e) in zip(Zc, chunks)])
         return eigvecs_from_factor(C, k)
@@ -331,7 +338,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     def anchor_graph() -> dict[str, Any]:
         blocks = []
         for p in range(v):
-            L = dask.delayed(lm[f"L{p}"], pure=True)  # one key: shipped once to each worker that needs it
+            L = _share(lm[f"L{p}"], client, broadcast=True)  # sent once to each worker
             blocks.append([dask.delayed(_anchor_block, pure=True)(path, p, s, e, L, n_nearest_landmarks,
                                                                   metrics[p]) for s, e in store.row_chunks(p)])
         return {f"Z{p}": sp.vstack(b).tocsr() for p, b in enumerate(_compute(client, *blocks))}
@@ -340,7 +347,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
 
     def embeddings() -> dict[str, Any]:
         chunks = store.row_chunks(0)
-        Zc = [_split(Zs[f"Z{p}"], chunks) for p in range(v)]
+        Zc = [_split(Zs[f"Z{p}"], chunks, client) for p in range(v)]
         stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
         jobs = [(Zc[p], o) for p in range(v) for o in range(1, order + 1)] + [(stacked, 1)]
         if method == "gram":

@@ -1,0 +1,237 @@
+"""Scale benchmark on three-view Fashion-MNIST (pixels, HOG, DCT; pipelines/mnist60k.py).
+
+In one run, on the same 60k x 3-view data:
+- ONMSC anchor, out-of-core (onmsc_dask.outofcore.fit_store on a Zarr store; first and warm run);
+- ONMSC exact, in memory (``ONMSC(embedding="exact")``, its per-view tasks on the same cluster);
+- scikit-learn ``SpectralClustering(affinity="nearest_neighbors")`` on each single view, and on the average
+  of the three views' kNN affinities (``affinity="precomputed"``); eigen_solver "amg" if pyamg is
+  importable, else "arpack";
+with wall time, peak RSS of every process (client and workers, psutil) and ACC/NMI; then the out-of-core
+anchor fit at n = 7.5k, 15k, 30k, 60k (and 1M with ``--million``: views generated chunk by chunk into Zarr
+from shifted/deformed copies of the real images) and the log-log slope of time vs n.
+
+    python bench/scale.py                     # writes bench/results/scale.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import psutil
+import scipy.ndimage
+import scipy.sparse as sp
+from sklearn.cluster import SpectralClustering
+from sklearn.neighbors import kneighbors_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "pipelines"))
+import mnist60k  # noqa: E402
+
+from onmsc_dask.api import ONMSC  # noqa: E402
+from onmsc_dask.io import load_mnist_dir  # noqa: E402
+from onmsc_dask.metrics import evaluate  # noqa: E402
+from onmsc_dask.outofcore import fit_store, warm_up  # noqa: E402
+from onmsc_dask.store import MultiViewStore  # noqa: E402
+
+K = 10
+SEED = 0
+SIZES = (7500, 15000, 30000, 60000)
+MILLION = 1_000_000
+
+
+class PeakRSS:
+    """Peak resident memory (MB) of this process and of each of its descendants, sampled every 0.1 s."""
+
+    def __init__(self) -> None:
+        self.peaks: dict[int, float] = {}
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    self.peaks[proc.pid] = max(self.peaks.get(proc.pid, 0.0), proc.memory_info().rss / 2**20)
+                except psutil.NoSuchProcess:
+                    pass
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> "PeakRSS":
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self, worker_pids: list[int]) -> dict:
+        return {"client_mb": round(self.peaks.get(os.getpid(), 0.0)),
+                "workers_mb": [round(self.peaks.get(pid, 0.0)) for pid in worker_pids]}
+
+
+def timed(fn, worker_pids: list[int]) -> tuple[object, dict]:
+    """Run fn(); return its result and {"seconds", peak RSS of client and workers}."""
+    with PeakRSS() as rss:
+        t0 = time.perf_counter()
+        out = fn()
+        seconds = time.perf_counter() - t0
+    return out, {"seconds": round(seconds, 2), **rss.summary(worker_pids)}
+
+
+def fresh_copy(store: MultiViewStore, path: Path) -> MultiViewStore:
+    """A copy of `store`'s views and labels without stage results (so every stage is computed)."""
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(store.path, path, ignore=lambda d, names: ["stages"] if Path(d) == store.path else [])
+    return MultiViewStore(path)
+
+
+def deformed_chunk(images: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Images start:stop of an endless stream of copies of `images`, each shifted by up to 2 pixels and
+    rotated/sheared by a small random affine map (seeded by its index)."""
+    out = np.empty((stop - start, *images.shape[1:]), np.uint8)
+    centre = (np.array(images.shape[1:]) - 1) / 2
+    for j, i in enumerate(range(start, stop)):
+        rng = np.random.default_rng(i)
+        A = np.eye(2) + rng.uniform(-0.12, 0.12, (2, 2))
+        offset = centre - A @ centre + rng.integers(-2, 3, 2)
+        out[j] = scipy.ndimage.affine_transform(images[i % len(images)], A, offset, order=1)
+    return out
+
+
+def million_store(images: np.ndarray, y: np.ndarray, path: Path, chunk_rows: int = 10000) -> MultiViewStore:
+    """1M-sample three-view store, each view generated and written chunk by chunk (never whole)."""
+    starts = range(0, MILLION, chunk_rows)
+    raw = da.concatenate([da.from_delayed(dask.delayed(deformed_chunk)(images, s, min(s + chunk_rows, MILLION)),
+                                          (min(chunk_rows, MILLION - s), 28, 28), np.uint8) for s in starts])
+    views = [raw.map_blocks(f, drop_axis=2, chunks=(raw.chunks[0], (f(images[:1]).shape[1],)), dtype=np.float32)
+             for f in (mnist60k.pixels, mnist60k.hog, mnist60k.dct)]
+    return MultiViewStore.create(path, views, y[np.arange(MILLION) % len(y)], view_names=list(mnist60k.VIEW_NAMES),
+                                 chunk_rows=chunk_rows, overwrite=True)
+
+
+def sklearn_baselines(views: list[np.ndarray], y: np.ndarray, pids: list[int]) -> dict:
+    """SpectralClustering(nearest_neighbors) per view, and on the average of the views' kNN affinities.
+    A single view's time is its kNN affinity plus the clustering of it (the work affinity="nearest_neighbors"
+    does); the affinities are reused by the average baseline."""
+    try:
+        import pyamg  # noqa: F401
+
+        solver = "amg"
+    except ImportError:
+        solver = "arpack"
+    out, affinities = {"eigen_solver": solver}, []
+    for name, X in zip(mnist60k.VIEW_NAMES, views):
+        conn, t_graph = timed(lambda: kneighbors_graph(X, 10, include_self=True), pids)
+        A = 0.5 * (conn + conn.T)
+        affinities.append(A)
+        sc = SpectralClustering(K, affinity="precomputed", eigen_solver=solver, random_state=SEED,
+                                assign_labels="kmeans")
+        labels, t_fit = timed(lambda: sc.fit_predict(A), pids)
+        out[f"sklearn_{name}"] = {"seconds": round(t_graph["seconds"] + t_fit["seconds"], 2),
+                                  "client_mb": max(t_graph["client_mb"], t_fit["client_mb"]),
+                                  "workers_mb": t_fit["workers_mb"], **_scores(y, labels)}
+        print(name, out[f"sklearn_{name}"], flush=True)
+    sc = SpectralClustering(K, affinity="precomputed", eigen_solver=solver, random_state=SEED)
+    labels, t = timed(lambda: sc.fit_predict(sp.csr_matrix(sum(affinities) / len(affinities))), pids)
+    graph_seconds = sum(out[f"sklearn_{n}"]["seconds"] for n in mnist60k.VIEW_NAMES)
+    out["sklearn_average_affinity"] = {**t, "seconds": round(t["seconds"] + graph_seconds, 2),
+                                       **_scores(y, labels)}
+    return out
+
+
+def _scores(y: np.ndarray, labels: np.ndarray) -> dict:
+    s = evaluate(y, labels)
+    return {"acc": round(s["acc"], 4), "nmi": round(s["nmi"], 4)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=mnist60k.DEFAULT_DATA_DIR)
+    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/onmsc-bench"))
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--memory-limit", default="4GiB")
+    parser.add_argument("--skip-baselines", action="store_true", help="only the out-of-core anchor runs")
+    parser.add_argument("--million", action="store_true", help="add n = 1M to the scaling sweep")
+    args = parser.parse_args(argv)
+    from distributed import Client, LocalCluster
+
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    report: dict = {"cores": os.cpu_count(), "workers": args.workers, "load_average_start": os.getloadavg()}
+
+    def save() -> None:
+        args.out.write_text(json.dumps(report, indent=2))
+
+    t0 = time.perf_counter()
+    store = mnist60k.build_store(args.data_dir, args.work_dir / "fmnist60k.zarr", None, 10000)
+    report["store_seconds"] = round(time.perf_counter() - t0, 2)
+    y = store.labels
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, memory_limit=args.memory_limit,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        t0 = time.perf_counter()
+        warm = warm_up(client)
+        report["numba_warmup"] = {"cold_seconds_all_workers": round(time.perf_counter() - t0, 2),
+                                  "warm_seconds_per_worker": [round(s, 3) for s in warm.values()]}
+        print("numba warm-up", report["numba_warmup"], flush=True)
+        for run in ("anchor_first", "anchor_warm"):
+            copy = fresh_copy(store, args.work_dir / f"{run}.zarr")
+            res, t = timed(lambda: fit_store(copy, K, random_state=SEED, client=client), pids)
+            report[run] = {**t, **_scores(y, res.labels), "stage_seconds": {s: round(v, 2) for s, v in
+                                                                             res.timings.items()}}
+            print(run, report[run], flush=True)
+            save()
+        report["scaling"] = []
+        sizes = SIZES + ((MILLION,) if args.million else ())
+        images, y_all = load_mnist_dir(args.data_dir, "train")
+        for n in sizes:
+            path = args.work_dir / f"scale{n}.zarr"
+            built = (million_store(images, y_all, path) if n == MILLION
+                     else mnist60k.build_store(args.data_dir, path, n, 10000))
+            res, t = timed(lambda: fit_store(fresh_copy(built, args.work_dir / "scale_run.zarr"), K,
+                                             random_state=SEED, client=client), pids)
+            report["scaling"].append({"n": n, **t, **_scores(built.labels, res.labels)})
+            print(report["scaling"][-1], flush=True)
+            save()
+        ns, secs = zip(*[(s["n"], s["seconds"]) for s in report["scaling"]])
+        report["scaling_slope"] = round(float(np.polyfit(np.log(ns), np.log(secs), 1)[0]), 3)
+        save()
+        if not args.skip_baselines:
+            views = [store.read_view(p) for p in range(store.n_views)]
+            est = ONMSC(K, embedding="exact", random_state=SEED)
+            est, t = timed(lambda: est.fit(views), pids)
+            report["onmsc_exact"] = {**t, **_scores(y, est.labels_)}
+            print("exact", report["onmsc_exact"], flush=True)
+            save()
+            report.update(sklearn_baselines(views, y, pids))
+    report["load_average_end"] = os.getloadavg()
+    save()
+    print_table(report)
+    return report
+
+
+def print_table(report: dict) -> None:
+    rows = [k for k in report if isinstance(report[k], dict) and "acc" in report[k]]
+    print(f"{'method':28s} {'seconds':>9s} {'ACC':>7s} {'NMI':>7s} {'client MB':>10s} workers MB")
+    for k in rows:
+        r = report[k]
+        print(f"{k:28s} {r['seconds']:9.1f} {r['acc']:7.4f} {r['nmi']:7.4f} {r['client_mb']:10d} {r['workers_mb']}")
+    for s in report.get("scaling", []):
+        print(f"anchor n={s['n']:<8d} {s['seconds']:9.1f} {s['acc']:7.4f} {s['nmi']:7.4f}")
+    if "scaling_slope" in report:
+        print(f"log-log slope of time vs n: {report['scaling_slope']}")
+
+
+if __name__ == "__main__":
+    main()
