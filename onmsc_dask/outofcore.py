@@ -153,12 +153,12 @@ def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarra
 # over rows (_gram_stats, _scaled_gram) are reduced over row chunks.
 
 
-def _gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """Column sums Lambda = Z^T 1 and Z^T Z of a row block (both add over row blocks)."""
-    return np.asarray(Z.sum(axis=0)).ravel(), (Z.T @ Z).toarray()
+def _gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Column sums Lambda = Z^T 1 and the sparse Z^T Z of a row block (both add over row blocks)."""
+    return np.asarray(Z.sum(axis=0)).ravel(), (Z.T @ Z).tocsr()
 
 
-def _factor_pieces(stats: tuple[np.ndarray, np.ndarray], order: int) -> dict[str, np.ndarray | None]:
+def _factor_pieces(stats: tuple[np.ndarray, sp.csr_matrix], order: int) -> dict[str, np.ndarray | None]:
     """The m-sized parts of anchor_factor: Lambda^-1/2, P = (B^T B)^((o-1)/2) (None for o = 1, where it
     is I) and u = (B^T B)^(o-1) B^T 1, so that the degrees are A^o 1 = B u."""
     lam, ZtZ = stats
@@ -166,7 +166,7 @@ def _factor_pieces(stats: tuple[np.ndarray, np.ndarray], order: int) -> dict[str
     colsum = scale * lam  # B^T 1
     if order == 1:
         return {"scale": scale, "half_power": None, "u": colsum}
-    BtB = scale[:, None] * ZtZ * scale[None, :]
+    BtB = scale[:, None] * ZtZ.toarray() * scale[None, :]
     w, V = np.linalg.eigh((BtB + BtB.T) / 2)
     w = np.maximum(w, 0.0)
     return {"scale": scale, "half_power": (V * w ** ((order - 1) / 2.0)) @ V.T,
