@@ -14,7 +14,6 @@ spectral.eigvecs_from_factor: O(n m^2)).
 """
 from __future__ import annotations
 
-import functools
 import operator
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -92,14 +91,9 @@ def warm_up(client: Any) -> dict[str, float]:
 # ---------------------------------------------------------------- chunk tasks
 
 
-@functools.lru_cache(maxsize=8)
-def _open(path: str) -> MultiViewStore:
-    return MultiViewStore(path)
-
-
 def _rows(path: str, p: int, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
     """Rows start:stop of view p as float64 (the in-memory estimator's dtype)."""
-    X = _open(path).read_rows(p, start, stop)
+    X = MultiViewStore(path).read_rows(p, start, stop)
     return X.astype(np.float64)
 
 
@@ -121,12 +115,12 @@ class _StoreRows:
 
     def __init__(self, path: str, p: int) -> None:
         self.path, self.p = path, p
-        self.shape = _open(path).view_shape(p)
+        self.shape = MultiViewStore(path).view_shape(p)
 
     def __getitem__(self, idx: np.ndarray) -> np.ndarray:
         idx = np.asarray(idx)
         return np.concatenate([_chunk_sample(self.path, self.p, s, e, idx[(idx >= s) & (idx < e)])
-                               for s, e in _open(self.path).row_chunks(self.p)])
+                               for s, e in MultiViewStore(self.path).row_chunks(self.p)])
 
 
 def _kmeans_landmarks(samples: list[np.ndarray], n_landmarks: int, seed: int) -> np.ndarray:
@@ -272,15 +266,16 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
     Parameters are those of ``ONMSC(embedding="anchor")``; in addition
-    landmark_init : ``"random"`` (random-init k-means, fast) or ``"k-means++"`` (graph.select_landmarks,
-        exactly the landmarks of the in-memory estimator; k-means++ seeding of m = 1000 centres is slow).
+    landmark_init : ``"random"`` (random-init k-means, fast) or ``"k-means++"`` (graph.select_landmarks;
+        with ``landmark_sample=20000`` exactly the in-memory estimator's landmarks, but k-means++ seeding of
+        m = 1000 centres takes minutes).
     landmark_sample : rows sampled per view for the landmark k-means (at least m; the in-memory
         estimator samples 20000, which costs ~1 min of k-means per 784-d view for m = 1000).
     method : ``"gram"`` or ``"tsqr"``, the eigen-solver of the anchor operator (module docstring).
     client : a ``distributed.Client``; None uses the current default scheduler.
 
-    Seeds derive from `random_state` like the in-memory estimator's, so with ``landmark_init="k-means++"``
-    the labels equal ``ONMSC(embedding="anchor", random_state=...)``'s on the same data.
+    Seeds derive from `random_state` like the in-memory estimator's, so with ``landmark_init="k-means++",
+    landmark_sample=20000`` the labels equal ``ONMSC(embedding="anchor", random_state=...)``'s on the same data.
     """
     if landmark_init not in LANDMARK_INITS:
         raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
