@@ -10,10 +10,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from .assign import assign_labels
+from .early_fusion import fit_early_fusion
+from .graph import build_graph, resolve_graph_inputs
 from .fusion import late_fusion
-from .graph import build_graph, default_n_neighbors, resolve_metric
+from .selection import select_fusion
 from .spectral import average_graph_embedding, embed_graph, resolve_solver
-from .validation import check_n_clusters, check_n_neighbors, check_views
 
 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int):
@@ -22,28 +23,44 @@ def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: in
     return graph, embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed)
 
 
+def _as_views(views):
+    """A list of views, read from a MultiViewStore or a store path if one is given."""
+    from .store import MultiViewStore
+
+    if isinstance(views, (str, os.PathLike)):
+        views = MultiViewStore(views)
+    if isinstance(views, MultiViewStore):
+        return [views.read_view(p) for p in range(views.n_views)]
+    return views
+
+
 class ONMSC(ClusterMixin, BaseEstimator):
-    """Optimal Neighborhood Multi-view Spectral Clustering with high-order Laplacians (late fusion).
+    """Optimal Neighborhood Multi-view Spectral Clustering with high-order Laplacians.
 
     Parameters
     ----------
     n_clusters : number of clusters k.
     n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)``.
     order : largest order O of the affinities A^o.
-    lambda1, lambda2 : weights of the average-graph term and of the view-diversity term of Eq. 11;
-        ``"auto"`` uses lambda1 = 1 and lambda2 = k * O, which puts the QP's quadratic term on the scale of
-        its linear term so several views keep weight (docs/defaults.md).
+    lambda1, lambda2 : weights of the average-graph term and of the view-diversity term of Eq. 11.
+        ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = k * O, the scale of the QP's linear
+        term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
+        orders used, by ``selection.select_fusion`` (k-means distortion of H*).
     embedding : ``"exact"``, ``"anchor"``, ``"nystrom"`` or ``"auto"`` (spectral.resolve_solver).
     metric : ``"auto"``, ``"euclidean"``, ``"cosine"``, or a list with one entry per view.
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too).
     n_init : k-means restarts on H*.
+    fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
+        few thousand; docs/early_fusion.md).
+    alpha : early fusion's diversity weight; ``"auto"`` = tr R / tr M (docs/early_fusion.md).
     random_state : seed; the same seed gives the same labels on any number of workers.
     """
 
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None, order: int = 2,
                  lambda1: float | str = "auto", lambda2: float | str = "auto", embedding: str = "auto",
                  metric: str | Sequence[str] = "auto", n_landmarks: int = 1000, n_nearest_landmarks: int = 3,
-                 n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, random_state: int | None = None):
+                 n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
+                 alpha: float | str = "auto", random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -56,41 +73,49 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
+        self.fusion = fusion
+        self.alpha = alpha
         self.random_state = random_state
 
-    def _metrics(self, views: list) -> list[str]:
-        metrics = [self.metric] * len(views) if isinstance(self.metric, str) else list(self.metric)
-        if len(metrics) != len(views):
-            raise ValueError(f"metric lists {len(metrics)} entries for {len(views)} views")
-        return [resolve_metric(X, m) for X, m in zip(views, metrics)]
-
     def fit(self, views, y=None):
-        """Cluster the samples described by ``views`` (a list of n x d_p arrays, sparse or dask)."""
+        """Cluster the samples described by ``views``: a list of n x d_p arrays (numpy, scipy.sparse or
+        dask), a ``MultiViewStore`` or the path of one."""
         t0 = time.perf_counter()
-        views = check_views(views)
-        n = views[0].shape[0]
-        k = check_n_clusters(self.n_clusters, n)
+        if self.fusion not in ("late", "early"):
+            raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
         if not isinstance(self.order, (int, np.integer)) or self.order < 1:
             raise ValueError(f"order must be a positive integer, got {self.order!r}")
-        n_neighbors = check_n_neighbors(self.n_neighbors or default_n_neighbors(n, k), n)
+        views = _as_views(views)
+        if self.fusion == "early":
+            return self._fit_early(views, t0)
+        views, k, n_neighbors, self.metric_ = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors,
+                                                                   self.metric)
+        n = views[0].shape[0]
         solver = resolve_solver(self.embedding, n)
-        self.metric_ = self._metrics(views)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
-        seeds = np.random.SeedSequence(self.random_state).generate_state(len(views) + 2)
+        seeds = np.random.SeedSequence(self.random_state).generate_state(len(views) + 3)
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=min(self.n_landmarks, n),
                             n_nearest_landmarks=self.n_nearest_landmarks)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, k, self.order, {**graph_params, "metric": m},
                                                       int(s)) for X, m, s in zip(views, self.metric_, seeds)]
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
-        graphs = [g for g, _ in results]
         H = np.stack([h for _, h in results])
-        F = average_graph_embedding(graphs, solver, k, n_landmarks=graph_params["n_landmarks"],
-                                    random_state=int(seeds[-2]))
+        F = average_graph_embedding([g for g, _ in results], solver, k, n_landmarks=graph_params["n_landmarks"],
+                                    random_state=int(seeds[-3]))
         t2 = time.perf_counter()
-        self.lambda1_ = 1.0 if self.lambda1 == "auto" else float(self.lambda1)
-        self.lambda2_ = float(k * self.order) if self.lambda2 == "auto" else float(self.lambda2)
-        fused = late_fusion(H, F, self.lambda1_, self.lambda2_, tol=self.tol, max_iter=self.max_iter)
+        if "select" in (self.lambda1, self.lambda2):
+            best, candidates = select_fusion(H, F, k, lambda1=self._fixed_lambda(self.lambda1, 1.0),
+                                             lambda2=self._fixed_lambda(self.lambda2, float(k * self.order)),
+                                             tol=self.tol, max_iter=self.max_iter, random_state=int(seeds[-2]))
+            self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
+                               for c in candidates]
+            self.order_, self.lambda1_, self.lambda2_, fused = best.order, best.lambda1, best.lambda2, best.result
+        else:
+            self.order_ = self.order
+            self.lambda1_ = self._fixed_lambda(self.lambda1, 1.0)
+            self.lambda2_ = self._fixed_lambda(self.lambda2, float(k * self.order))
+            fused = late_fusion(H, F, self.lambda1_, self.lambda2_, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()
         self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,
                                                     random_state=int(seeds[-1]))
@@ -99,6 +124,24 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.view_embeddings_, self.average_embedding_ = H, F
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
+        return self
+
+    @staticmethod
+    def _fixed_lambda(value, auto: float) -> float | None:
+        """``"auto"`` -> the documented rule, ``"select"`` -> None (searched), a number -> itself."""
+        return auto if value == "auto" else None if value == "select" else float(value)
+
+    def _fit_early(self, views, t0: float):
+        """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself)."""
+        ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
+                              n_neighbors=self.n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
+                              max_iter=self.max_iter, random_state=self.random_state)
+        r = ef.result
+        self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
+        self.labels_, self.inertia_, self.embedding_ = ef.labels, ef.inertia, r.embedding
+        self.view_weights_, self.alpha_, self.objective_ = r.view_weights, r.alpha, np.array(r.objective)
+        self.n_iter_, self.converged_ = r.n_iter, r.converged
+        self.timings_ = {"total": time.perf_counter() - t0}
         return self
 
     def fit_predict(self, views, y=None) -> np.ndarray:

@@ -20,9 +20,8 @@ from scipy.sparse.linalg import LinearOperator
 
 from .assign import assign_labels
 from .fusion import simplex_qp
-from .graph import NormalizedHighOrderAffinity, default_n_neighbors, resolve_metric, view_affinity
+from .graph import NormalizedHighOrderAffinity, resolve_graph_inputs, view_affinity
 from .spectral import top_eigenvectors
-from .validation import check_n_clusters, check_n_neighbors, check_views
 
 #: floats per column block of the exact trace computation (v x n x b <= this), about 32 MB
 TRACE_BLOCK_FLOATS = 2**22
@@ -140,14 +139,7 @@ def early_fusion(affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: f
 def view_graphs(views, n_clusters: int, n_neighbors: int | None = None, metric: str | Sequence[str] = "auto",
                 random_state: int | None = None) -> tuple[list[sp.csr_matrix], list[str], int]:
     """Validated views -> kNN affinities A_p (Eq. 1) with the ONMSC defaults; returns graphs, metrics, N."""
-    views = check_views(views)
-    n = views[0].shape[0]
-    k = check_n_clusters(n_clusters, n)
-    N = check_n_neighbors(n_neighbors or default_n_neighbors(n, k), n)
-    metrics = [metric] * len(views) if isinstance(metric, str) else list(metric)
-    if len(metrics) != len(views):
-        raise ValueError(f"metric lists {len(metrics)} entries for {len(views)} views")
-    metrics = [resolve_metric(X, m) for X, m in zip(views, metrics)]
+    views, _, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric)
     return [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)], metrics, N
 
 

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
-from .validation import zero_rows
+from .validation import check_n_clusters, check_n_neighbors, check_views, zero_rows
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -30,9 +30,10 @@ def resolve_metric(X, metric: str = "auto") -> str:
 
 
 def default_n_neighbors(n_samples: int, n_clusters: int) -> int:
-    """Neighbours from n and k: a tenth of the mean cluster size (the low end of the paper's 0.1..1 x n/k
-    grid), kept within [10, 30] so tiny clusters stay connected and huge n stays sparse."""
-    return int(min(n_samples - 1, np.clip(round(0.1 * n_samples / n_clusters), 10, 30)))
+    """Neighbours from n and k: half the mean cluster size n/(2k) (inside the paper's 0.1..1 x n/k grid, so
+    a point's neighbours can all lie in its own cluster), kept within [5, 15] so the graph stays sparse for
+    large n and connected for tiny clusters."""
+    return int(min(n_samples - 1, np.clip(round(n_samples / (2 * n_clusters)), 5, 15)))
 
 
 def _prepare(X, metric: str):
@@ -175,3 +176,15 @@ def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: i
         landmarks = select_landmarks(X, n_landmarks, random_state)
         return anchor_affinity(X, landmarks, n_nearest_landmarks, metric)
     return view_affinity(X, n_neighbors, metric, random_state)
+
+
+def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric):
+    """Validated views, k, N (``default_n_neighbors`` when None) and one resolved metric per view."""
+    views = check_views(views)
+    n = views[0].shape[0]
+    k = check_n_clusters(n_clusters, n)
+    N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
+    metrics = [metric] * len(views) if isinstance(metric, str) else list(metric)
+    if len(metrics) != len(views):
+        raise ValueError(f"metric lists {len(metrics)} entries for {len(views)} views")
+    return views, k, N, [resolve_metric(X, m) for X, m in zip(views, metrics)]

@@ -56,7 +56,7 @@ def randomized_eigh(R: np.ndarray, k: int, oversampling: int, rng: np.random.Gen
     omega = rng.standard_normal((R.shape[0], min(R.shape[0], k + oversampling)))
     Q, _ = np.linalg.qr(R @ omega)
     vals, V = np.linalg.eigh(Q.T @ R @ Q)
-    top = np.argsort(np.abs(vals))[::-1][:k]
+    top = np.argsort(vals)[::-1][:k]  # largest eigenvalues of G (smallest of the Laplacian)
     return Q @ V[:, top], vals[top]
 
 

@@ -110,7 +110,7 @@ def test_clone_and_get_params():
     params = est.get_params()
     assert params == {"n_clusters": 5, "n_neighbors": 12, "order": 3, "lambda1": 0.5, "lambda2": 7.0,
                       "embedding": "anchor", "metric": ["cosine"], "n_landmarks": 50, "n_nearest_landmarks": 4,
-                      "n_init": 3, "max_iter": 20, "tol": 1e-6, "random_state": 42}
+                      "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto", "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
     twin.set_params(order=1, n_clusters=3)
@@ -236,3 +236,30 @@ def test_dask_array_view_matches_numpy(small_digits):
         ref = ONMSC(10, random_state=0).fit(views)
         lazy = ONMSC(10, random_state=0).fit([da.from_array(views[0], chunks=(60, -1))] + views[1:])
     np.testing.assert_array_equal(lazy.labels_, ref.labels_)
+
+
+def test_lambda_select_records_candidates_and_is_label_free(small_digits):
+    """``lambda1="select"`` searches the grid by distortion; the chosen candidate has the least distortion."""
+    views, _ = small_digits
+    est = ONMSC(10, lambda1="select", lambda2="select", random_state=0).fit(views)
+    best = min(est.selection_, key=lambda c: c["distortion"])
+    assert (est.order_, est.lambda1_, est.lambda2_) == (best["order"], best["lambda1"], best["lambda2"])
+    assert len(est.selection_) == 2 * 4 * 4
+    assert np.all(np.diff(est.objective_) >= -1e-9 * np.abs(est.objective_[1:]))
+
+
+def test_fit_from_store_path_equals_in_memory(small_digits, tmp_path):
+    from onmsc_dask.store import MultiViewStore
+
+    views, y = small_digits
+    MultiViewStore.create(tmp_path / "v.zarr", views, y)
+    a = ONMSC(10, random_state=3).fit(views).labels_
+    b = ONMSC(10, random_state=3).fit(str(tmp_path / "v.zarr")).labels_
+    np.testing.assert_array_equal(a, b)
+
+
+def test_early_fusion_objective_non_increasing(small_digits):
+    views, y = small_digits
+    est = ONMSC(10, fusion="early", random_state=0).fit(views)
+    assert np.all(np.diff(est.objective_) <= 1e-9 * np.abs(est.objective_[:-1]))
+    assert est.labels_.shape == (240,)
