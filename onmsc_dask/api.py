@@ -93,7 +93,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         n = views[0].shape[0]
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
-        seeds = np.random.SeedSequence(self.random_state).generate_state(len(views) + 3)
+        seeds = np.random.SeedSequence(self.random_state).generate_state(len(views) + 2)
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=min(self.n_landmarks, n),
                             n_nearest_landmarks=self.n_nearest_landmarks)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, k, self.order, {**graph_params, "metric": m},
@@ -102,7 +102,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         results = dask.compute(*tasks)
         H = np.stack([h for _, h in results])
         F = average_graph_embedding([g for g, _ in results], solver, k, n_landmarks=graph_params["n_landmarks"],
-                                    random_state=int(seeds[-3]))
+                                    random_state=int(seeds[-2]))
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
             best, candidates = select_fusion(H, F, k, lambda1=self._fixed_lambda(self.lambda1, 1.0),

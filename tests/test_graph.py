@@ -316,7 +316,7 @@ def test_resolve_metric_rule():
 
 
 def test_default_n_neighbors():
-    assert default_n_neighbors(100, 10) == 10  # floor of 10
-    assert default_n_neighbors(2000, 10) == 20  # 0.1 * n / k
-    assert default_n_neighbors(10**6, 10) == 30  # ceiling of 30
-    assert default_n_neighbors(8, 2) == 7  # never more than n - 1
+    assert default_n_neighbors(60, 10) == 5  # floor of 5
+    assert default_n_neighbors(200, 10) == 10  # n / (2k)
+    assert default_n_neighbors(10**6, 10) == 15  # ceiling of 15
+    assert default_n_neighbors(5, 2) == 4  # never more than n - 1
