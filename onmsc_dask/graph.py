@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
-from .validation import check_n_clusters, check_n_neighbors, check_views, zero_rows
+from .validation import check_n_clusters, check_n_neighbors, check_views
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192

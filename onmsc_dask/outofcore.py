@@ -31,7 +31,8 @@ from sklearn.cluster import KMeans
 from .assign import assign_labels
 from .fusion import late_fusion
 from .graph import anchor_affinity, resolve_metric, select_landmarks
-from .spectral import _fix_signs, eigvecs_from_factor, top_eigenvectors
+from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
+                       anchor_gram_stats, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor)
 from .store import MultiViewStore
 
 __all__ = ["OutOfCoreResult", "fit_store", "NumbaWarmup", "warm_up"]
@@ -142,67 +143,6 @@ def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarra
     return anchor_affinity(_rows(path, p, start, stop), landmarks, n_nearest, metric).astype(np.float64)
 
 
-# ----------------------------------------------- anchor operator, split by rows
-# spectral.anchor_factor(Z, order) == _factor_rows(Z, _factor_pieces(_gram_stats(Z), order)); the sums
-# over rows (_gram_stats, _scaled_gram) are reduced over row chunks.
-
-
-def _gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
-    """Column sums Lambda = Z^T 1 and the sparse Z^T Z of a row block (both add over row blocks)."""
-    return np.asarray(Z.sum(axis=0)).ravel(), (Z.T @ Z).tocsr()
-
-
-def _factor_pieces(stats: tuple[np.ndarray, sp.csr_matrix], order: int) -> dict[str, np.ndarray | None]:
-    """The m-sized parts of anchor_factor: Lambda^-1/2, P = (B^T B)^((o-1)/2) (None for o = 1, where it
-    is I) and u = (B^T B)^(o-1) B^T 1, so that the degrees are A^o 1 = B u."""
-    lam, ZtZ = stats
-    scale = np.where(lam > 0, 1.0 / np.sqrt(np.where(lam > 0, lam, 1.0)), 0.0)
-    colsum = scale * lam  # B^T 1
-    if order == 1:
-        return {"scale": scale, "half_power": None, "u": colsum}
-    BtB = scale[:, None] * ZtZ.toarray() * scale[None, :]
-    w, V = np.linalg.eigh((BtB + BtB.T) / 2)
-    w = np.maximum(w, 0.0)
-    return {"scale": scale, "half_power": (V * w ** ((order - 1) / 2.0)) @ V.T,
-            "u": (V * w ** (order - 1)) @ (V.T @ colsum)}
-
-
-def _scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, np.ndarray]:
-    """B = Z Lambda^-1/2 and D^-1/2 for a row block."""
-    B = (Z @ sp.diags(pieces["scale"])).tocsr()
-    degrees = B @ pieces["u"]
-    return B, np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
-
-
-def _factor_rows(Z: sp.csr_matrix, pieces: dict) -> np.ndarray:
-    """Rows of C = D^-1/2 B P for a row block."""
-    B, inv_sqrt = _scaled_rows(Z, pieces)
-    BP = B.toarray() if pieces["half_power"] is None else B @ pieces["half_power"]
-    return inv_sqrt[:, None] * BP
-
-
-def _scaled_gram(Z: sp.csr_matrix, pieces: dict) -> sp.csr_matrix:
-    """B^T D^-1 B of a row block (sparse, adds over row blocks)."""
-    B, inv_sqrt = _scaled_rows(Z, pieces)
-    return (B.T @ sp.diags(inv_sqrt**2) @ B).tocsr()
-
-
-def _gram_transform(S: sp.csr_matrix, pieces: dict, k: int, seed: int) -> np.ndarray:
-    """T (m x k) with H = D^-1/2 B T: the top-k eigenvectors V, values s^2 of C^T C = P S P give the left
-    singular vectors C V / s of C, i.e. the top-k eigenvectors of G = C C^T."""
-    P = pieces["half_power"]
-    G = S if P is None else P @ (S @ P)
-    vals, V = top_eigenvectors(G, k, seed)
-    PV = V if P is None else P @ V
-    return PV / np.sqrt(np.maximum(vals, np.finfo(float).tiny))
-
-
-def _embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarray:
-    """Rows of H = D^-1/2 B T for a row block."""
-    B, inv_sqrt = _scaled_rows(Z, pieces)
-    return inv_sqrt[:, None] * (B @ T)
-
-
 def _tree_sum(items: list[Delayed]) -> Delayed:
     """Pairwise (log-depth) sum of delayed values; tuples add elementwise."""
     add = dask.delayed(lambda a, b: tuple(map(operator.add, a, b)) if isinstance(a, tuple) else a + b,
@@ -233,24 +173,24 @@ def _compute(client: Any, *objs: Any) -> tuple:
 
 def _gram_embedding(Zc: list[Any], k: int, order: int, seed: int) -> Delayed:
     """Delayed n x k H^(order) of the anchor graph given by row blocks Zc (method "gram")."""
-    pieces = dask.delayed(_factor_pieces, pure=True)(_tree_sum([dask.delayed(_gram_stats, pure=True)(z)
+    pieces = dask.delayed(anchor_factor_pieces, pure=True)(_tree_sum([dask.delayed(anchor_gram_stats, pure=True)(z)
                                                                 for z in Zc]), order)
-    S = _tree_sum([dask.delayed(_scaled_gram, pure=True)(z, pieces) for z in Zc])
-    T = dask.delayed(_gram_transform, pure=True)(S, pieces, k, seed)
-    return dask.delayed(np.vstack, pure=True)([dask.delayed(_embed_rows, pure=True)(z, pieces, T) for z in Zc])
+    S = _tree_sum([dask.delayed(anchor_scaled_gram, pure=True)(z, pieces) for z in Zc])
+    T = dask.delayed(anchor_gram_transform, pure=True)(S, pieces, k, seed)
+    return dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
 
 
 def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int, int]], k: int,
                      client: Any) -> list[np.ndarray]:
     """H^(order) of each job (row blocks, chunks, m, order) via tsqr of the row-chunked C (method "tsqr");
     jobs run concurrently (each eigvecs_from_factor call computes twice)."""
-    stats = [_tree_sum([dask.delayed(_gram_stats, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
-    pieces = [_factor_pieces(s, o) for s, (*_, o) in zip(_compute(client, *stats), jobs)]
+    stats = [_tree_sum([dask.delayed(anchor_gram_stats, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
+    pieces = [anchor_factor_pieces(s, o) for s, (*_, o) in zip(_compute(client, *stats), jobs)]
 
     def run(job: tuple, piece: dict) -> np.ndarray:
         Zc, chunks, m, _ = job
         piece = _share(piece, client, broadcast=True)
-        C = da.concatenate([da.from_delayed(dask.delayed(_factor_rows, pure=True)(z, piece), (e - s, m), float)
+        C = da.concatenate([da.from_delayed(dask.delayed(anchor_factor_rows, pure=True)(z, piece), (e - s, m), float)
                             for z, (s, e) in zip(Zc, chunks)])
         return eigvecs_from_factor(C, k)
 

@@ -88,21 +88,72 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
     return _fix_signs(H)
 
 
-def anchor_factor(Z: sp.spmatrix, order: int) -> np.ndarray:
-    """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2:
-    A^o = B (B^T B)^(o-1) B^T, so C = D^-1/2 B (B^T B)^((o-1)/2) with D = A^o 1."""
-    lam = np.asarray(Z.sum(axis=0)).ravel()
+# The anchor operator split by rows: anchor_factor(Z, o) = anchor_factor_rows(Z, anchor_factor_pieces(
+# anchor_gram_stats(Z), o)); the row sums (anchor_gram_stats, anchor_scaled_gram) add over row chunks, which
+# is how outofcore.py runs them chunk by chunk.
+
+
+def anchor_gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Column sums Lambda = Z^T 1 and the sparse Z^T Z of a row block (both add over row blocks)."""
+    return np.asarray(Z.sum(axis=0)).ravel(), (Z.T @ Z).tocsr()
+
+
+def anchor_factor_pieces(stats: tuple[np.ndarray, sp.csr_matrix], order: int) -> dict[str, np.ndarray | None]:
+    """The m-sized parts of anchor_factor: Lambda^-1/2, P = (B^T B)^((o-1)/2) (None for o = 1, where it
+    is I) and u = (B^T B)^(o-1) B^T 1, so that the degrees are A^o 1 = B u."""
+    lam, ZtZ = stats
     scale = np.where(lam > 0, 1.0 / np.sqrt(np.where(lam > 0, lam, 1.0)), 0.0)
-    B = Z @ sp.diags(scale)
-    BtB = np.asarray((B.T @ B).todense()) if sp.issparse(B) else B.T @ B
+    colsum = scale * lam  # B^T 1
+    if order == 1:
+        return {"scale": scale, "half_power": None, "u": colsum}
+    BtB = scale[:, None] * ZtZ.toarray() * scale[None, :]
     w, V = np.linalg.eigh((BtB + BtB.T) / 2)
     w = np.maximum(w, 0.0)
-    half_power = (V * w ** ((order - 1) / 2.0)) @ V.T  # (B^T B)^((o-1)/2)
-    BtB_pow = (V * w ** (order - 1)) @ V.T
-    colsum = np.asarray(B.sum(axis=0)).ravel()
-    degrees = B @ (BtB_pow @ colsum)  # A^o 1, Eq. 2
-    inv_sqrt = np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
-    return inv_sqrt[:, None] * np.asarray(B @ half_power)
+    return {"scale": scale, "half_power": (V * w ** ((order - 1) / 2.0)) @ V.T,
+            "u": (V * w ** (order - 1)) @ (V.T @ colsum)}
+
+
+def anchor_scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, np.ndarray]:
+    """B = Z Lambda^-1/2 and D^-1/2 for a row block."""
+    B = (Z @ sp.diags(pieces["scale"])).tocsr()
+    degrees = B @ pieces["u"]
+    return B, np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
+
+
+def anchor_factor_rows(Z: sp.csr_matrix, pieces: dict) -> np.ndarray:
+    """Rows of C = D^-1/2 B P for a row block."""
+    B, inv_sqrt = anchor_scaled_rows(Z, pieces)
+    BP = B.toarray() if pieces["half_power"] is None else B @ pieces["half_power"]
+    return inv_sqrt[:, None] * BP
+
+
+def anchor_scaled_gram(Z: sp.csr_matrix, pieces: dict) -> sp.csr_matrix:
+    """B^T D^-1 B of a row block (sparse, adds over row blocks)."""
+    B, inv_sqrt = anchor_scaled_rows(Z, pieces)
+    return (B.T @ sp.diags(inv_sqrt**2) @ B).tocsr()
+
+
+def anchor_gram_transform(S: sp.csr_matrix, pieces: dict, k: int, seed: int) -> np.ndarray:
+    """T (m x k) with H = D^-1/2 B T: the top-k eigenvectors V, values s^2 of C^T C = P S P give the left
+    singular vectors C V / s of C, i.e. the top-k eigenvectors of G = C C^T."""
+    P = pieces["half_power"]
+    G = S if P is None else P @ (S @ P)
+    vals, V = top_eigenvectors(G, k, seed)
+    PV = V if P is None else P @ V
+    return PV / np.sqrt(np.maximum(vals, np.finfo(float).tiny))
+
+
+def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarray:
+    """Rows of H = D^-1/2 B T for a row block."""
+    B, inv_sqrt = anchor_scaled_rows(Z, pieces)
+    return inv_sqrt[:, None] * (B @ T)
+
+
+def anchor_factor(Z: sp.spmatrix, order: int) -> np.ndarray:
+    """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2:
+    A^o = B (B^T B)^(o-1) B^T, so C = D^-1/2 B (B^T B)^((o-1)/2) with D = A^o 1."""  # Eqs. 2-3, 7-8
+    return anchor_factor_rows(sp.csr_matrix(Z, dtype=np.float64), anchor_factor_pieces(anchor_gram_stats(
+        sp.csr_matrix(Z, dtype=np.float64)), order))
 
 
 def eigvecs_from_factor(C, k: int) -> np.ndarray:

@@ -13,8 +13,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
 from onmsc_dask.api import ONMSC
-from onmsc_dask.outofcore import _factor_pieces, _factor_rows, _gram_stats, fit_store
-from onmsc_dask.spectral import anchor_factor
+from onmsc_dask.outofcore import fit_store
+from onmsc_dask.spectral import anchor_factor, anchor_factor_pieces, anchor_factor_rows, anchor_gram_stats
 from onmsc_dask.store import MultiViewStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def _projection(H: np.ndarray) -> np.ndarray:
 def test_factor_split_equals_anchor_factor(order):
     rng = np.random.default_rng(order)
     Z = sp.random(300, 40, density=0.08, random_state=rng, format="csr") + sp.eye(300, 40, format="csr")
-    C = np.vstack([_factor_rows(Z[s:s + 70], _factor_pieces(_gram_stats(Z), order)) for s in range(0, 300, 70)])
+    C = np.vstack([anchor_factor_rows(Z[s:s + 70], anchor_factor_pieces(anchor_gram_stats(Z), order)) for s in range(0, 300, 70)])
     np.testing.assert_allclose(C, anchor_factor(Z, order), atol=1e-12)
 
 
