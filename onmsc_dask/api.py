@@ -47,7 +47,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
         orders used, by ``selection.select_fusion`` (k-means distortion of H*).
     embedding : ``"exact"``, ``"anchor"``, ``"nystrom"`` or ``"auto"`` (spectral.resolve_solver).
-    metric : ``"auto"``, ``"euclidean"``, ``"cosine"``, or a list with one entry per view.
+    metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
+        or a list with one entry per view.
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too).
     n_init : k-means restarts on H*.
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a

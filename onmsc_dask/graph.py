@@ -15,18 +15,36 @@ from .validation import check_n_clusters, check_n_neighbors, check_views
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
-METRICS = ("euclidean", "cosine")
+METRICS = ("euclidean", "cosine", "counts")
+#: a non-negative integer view with at least this fraction of zeros is treated as counts (bag of words)
+COUNTS_MIN_ZERO_FRACTION = 0.9
+
+
+def value_summary(X) -> tuple[float, float, bool]:
+    """(smallest value, fraction of zero entries, all values integers) of a view or a row chunk."""
+    values = X.data if sp.issparse(X) else np.asarray(X)
+    size = X.shape[0] * X.shape[1]
+    zeros = size - (np.count_nonzero(values))
+    return (float(values.min()) if values.size else 0.0, zeros / max(size, 1),
+            bool(np.all(np.mod(values, 1) == 0)))
+
+
+def metric_for(min_value: float, zero_fraction: float, integer: bool) -> str:
+    """The ``auto`` rule: sparse non-negative integer data are counts (bag of words: cosine on log(1 + count),
+    damping frequent terms); other non-negative data (histograms, intensities) use cosine, since their
+    direction matters more than their length; data with negative values use euclidean."""
+    if min_value < 0:
+        return "euclidean"
+    return "counts" if integer and zero_fraction >= COUNTS_MIN_ZERO_FRACTION else "cosine"
 
 
 def resolve_metric(X, metric: str = "auto") -> str:
-    """Metric for a view; ``auto`` picks cosine for non-negative data (counts, histograms, intensities,
-    bag-of-words), whose direction matters more than its length, and euclidean otherwise."""
+    """Metric for a view (``auto``: ``metric_for`` its values)."""
     if metric != "auto":
         if metric not in METRICS:
             raise ValueError(f"metric must be 'auto' or one of {METRICS}, got {metric!r}")
         return metric
-    values = X.data if sp.issparse(X) else X
-    return "cosine" if values.size and values.min() >= 0 else "euclidean"
+    return metric_for(*value_summary(X))
 
 
 def default_n_neighbors(n_samples: int, n_clusters: int) -> int:
@@ -37,9 +55,12 @@ def default_n_neighbors(n_samples: int, n_clusters: int) -> int:
 
 
 def _prepare(X, metric: str):
-    """Rows ready for the metric: unit-normalized for cosine (so euclidean search is equivalent)."""
-    if metric != "cosine":
+    """Rows ready for the metric: log(1 + count) for counts, then unit-normalized for cosine and counts (so
+    euclidean search is equivalent)."""
+    if metric == "euclidean":
         return X
+    if metric == "counts":
+        X = X.log1p() if sp.issparse(X) else np.log1p(X)
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else (X * X).sum(axis=1))
     norms[norms == 0] = 1.0
     return sp.diags(1.0 / norms) @ X if sp.issparse(X) else X / norms[:, None]
@@ -59,7 +80,7 @@ def nearest_neighbors(X, n_neighbors: int, metric: str, random_state: int | None
                           n_jobs=1 if random_state is not None else None, compressed=True)
         ind, dist = index.neighbor_graph
         ind, dist = _drop_self(ind, dist)
-    if metric == "cosine":  # chord length of unit vectors -> cosine distance
+    if metric != "euclidean":  # chord length of unit vectors -> cosine distance
         dist = dist**2 / 2.0
     return ind.astype(np.int64), dist.astype(np.float64)
 

@@ -30,7 +30,7 @@ from sklearn.cluster import KMeans
 
 from .assign import assign_labels
 from .fusion import late_fusion
-from .graph import anchor_affinity, resolve_metric, select_landmarks
+from .graph import anchor_affinity, metric_for, resolve_metric, select_landmarks, value_summary
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
                        anchor_gram_stats, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor)
 from .store import MultiViewStore
@@ -98,11 +98,18 @@ def _rows(path: str, p: int, start: int, stop: int) -> np.ndarray | sp.csr_matri
     return MultiViewStore(path).read_rows(p, start, stop)
 
 
-def _chunk_min(path: str, p: int, start: int, stop: int) -> float:
-    """Smallest value (stored entry, for sparse views) of a row chunk."""
-    X = _rows(path, p, start, stop)
-    values = X.data if sp.issparse(X) else X
-    return float(values.min()) if values.size else np.inf
+def _chunk_summary(path: str, p: int, start: int, stop: int) -> tuple[float, float, bool, int]:
+    """graph.value_summary of a row chunk, with its number of rows."""
+    return (*value_summary(_rows(path, p, start, stop)), stop - start)
+
+
+def _view_metric(summaries: list[tuple[float, float, bool, int]], metric: str) -> str:
+    """The view's metric (graph.resolve_metric) from its chunk summaries."""
+    if metric != "auto":
+        return resolve_metric(np.zeros((1, 1)), metric)
+    rows = sum(s[3] for s in summaries)
+    return metric_for(min(s[0] for s in summaries), sum(s[1] * s[3] for s in summaries) / rows,
+                      all(s[2] for s in summaries))
 
 
 def _chunk_sample(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> np.ndarray:
@@ -250,7 +257,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         return out
 
     def landmarks() -> dict[str, Any]:
-        mins = [[dask.delayed(_chunk_min, pure=True)(path, p, s, e) for s, e in store.row_chunks(p)]
+        mins = [[dask.delayed(_chunk_summary, pure=True)(path, p, s, e) for s, e in store.row_chunks(p)]
                 for p in range(v)]
         if landmark_init == "k-means++":
             lms = [dask.delayed(select_landmarks, pure=True)(_StoreRows(path, p), m, seeds[p], landmark_sample)
@@ -264,7 +271,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
                 lms.append(dask.delayed(_kmeans_landmarks, pure=True)(parts, m, seeds[p]))
         mins, lms = _compute(client, mins, lms)
         metrics = metric if isinstance(metric, list) else [metric] * v
-        resolved = [resolve_metric(np.array([min(mn)]), mt) for mn, mt in zip(mins, metrics)]
+        resolved = [_view_metric(mn, mt) for mn, mt in zip(mins, metrics)]
         return {"metrics": {"metrics": resolved}, **{f"L{p}": lms[p] for p in range(v)}}
 
     lm = stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], landmarks)

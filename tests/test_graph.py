@@ -320,3 +320,22 @@ def test_default_n_neighbors():
     assert default_n_neighbors(200, 10) == 10  # n / (2k)
     assert default_n_neighbors(10**6, 10) == 15  # ceiling of 15
     assert default_n_neighbors(5, 2) == 4  # never more than n - 1
+
+
+def test_auto_metric_rule_by_data_nature():
+    """counts for sparse non-negative integers, cosine for other non-negative data, euclidean otherwise."""
+    rng = np.random.default_rng(0)
+    words = sp.random(50, 400, density=0.02, random_state=0, data_rvs=lambda n: rng.integers(1, 5, n)).tocsr()
+    assert resolve_metric(words) == "counts"
+    assert resolve_metric(words.toarray() + 0.5) == "cosine"  # not integer
+    assert resolve_metric(rng.integers(0, 7, (50, 20)).astype(float)) == "cosine"  # dense counts/intensities
+    assert resolve_metric(rng.normal(size=(50, 5))) == "euclidean"
+
+
+def test_counts_metric_is_cosine_of_log1p():
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 4, (60, 30)).astype(float)
+    ind_c, dist_c = nearest_neighbors(X, 5, "counts")
+    ind_l, dist_l = nearest_neighbors(np.log1p(X), 5, "cosine")
+    np.testing.assert_array_equal(ind_c, ind_l)
+    np.testing.assert_allclose(dist_c, dist_l)
