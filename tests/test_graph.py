@@ -3,7 +3,6 @@
 Paper: Eq. 1 (kNN affinity, linked iff either point is among the other's N nearest neighbours),
 Eq. 2 (degrees D = A 1), and the high-order affinity A^(o) = A^(o-1) A with G = D^-1/2 A^o D^-1/2.
 """
-import os
 
 import numpy as np
 import pytest
@@ -94,9 +93,6 @@ def test_sparse_input_matches_dense():
         np.testing.assert_array_equal(ind_s, ind_d)
 
 
-@pytest.mark.skipif(not os.environ.get("ONMSC_TEST_PYNNDESCENT"),
-                    reason="pynndescent's numba JIT costs ~45 s CPU per process (not cacheable); "
-                           "set ONMSC_TEST_PYNNDESCENT=1 to run")
 def test_pynndescent_path_recall(monkeypatch):
     """Above BRUTE_FORCE_MAX_SAMPLES the approximate index is used; it must agree with brute force."""
     X, _ = _blobs(n=600, d=8, k=4, seed=4)
