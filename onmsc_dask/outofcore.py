@@ -165,9 +165,14 @@ def _share(value: Any, client: Any, broadcast: bool = False) -> Any:
     return dask.delayed(value, pure=True) if client is None else client.scatter(value, broadcast=broadcast)
 
 
-def _split(Z: sp.csr_matrix, chunks: list[tuple[int, int]], client: Any) -> list[Any]:
-    """Row blocks of Z, one graph input each."""
-    return [_share(Z[s:e], client) for s, e in chunks]
+def _z_rows(path: str, p: int, start: int, stop: int) -> sp.csr_matrix:
+    """Rows start:stop of view p's stored anchor matrix Z."""
+    return MultiViewStore(path).read_result("anchor_graph", f"Z{p}")[start:stop]
+
+
+def _split(path: str, p: int, chunks: list[tuple[int, int]]) -> list[Delayed]:
+    """Row blocks of the stored Z as tasks that read the store, so a block lost with a worker is recomputed."""
+    return [dask.delayed(_z_rows, pure=True)(path, p, s, e) for s, e in chunks]
 
 
 # ------------------------------------------------------------------ pipeline
@@ -289,7 +294,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
 
     def embeddings() -> dict[str, Any]:
         chunks = store.row_chunks(0)
-        Zc = [_split(Zs[f"Z{p}"], chunks, client) for p in range(v)]
+        Zc = [_split(path, p, chunks) for p in range(v)]
         stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
         jobs = [(Zc[p], o) for p in range(v) for o in range(1, order + 1)] + [(stacked, 1)]
         if method == "gram":

@@ -171,9 +171,16 @@ class MultiViewStore:
         node = self._view(p)
         if not 0 <= start <= stop <= self.n_samples:
             raise IndexError(f"rows {start}:{stop} out of range for {self.n_samples} samples")
-        if isinstance(node, zarr.Group):
-            return _read_csr(node, start, stop)
-        return node[start:stop]
+        try:
+            rows = _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
+        except Exception as exc:  # zarr/codec errors on a damaged chunk file
+            raise ValueError(f"store {self.path}: view {p} ({self.view_names[p]!r}) rows {start}:{stop} cannot be "
+                             f"read, a chunk file is corrupt or truncated ({type(exc).__name__}: {exc})") from exc
+        values = rows.data if sp.issparse(rows) else rows
+        if np.isnan(values).any():  # dense views are filled with NaN where a chunk file is missing
+            raise ValueError(f"store {self.path}: view {p} ({self.view_names[p]!r}) rows {start}:{stop} hold missing "
+                             "values: a chunk file was deleted, or NaN was stored")
+        return rows
 
     def view_dask(self, p: int) -> da.Array:
         """Dense view `p` as a dask array chunked like the stored row chunks."""
@@ -361,7 +368,7 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int) 
         _write_csr(group, name, view, dtype).attrs.update({"chunk_rows": chunk_rows})
         return
     n, d = view.shape
-    array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d))
+    array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d), fill_value=np.nan)
     if isinstance(view, da.Array):
         da.store(view.astype(dtype).rechunk((chunk_rows, d)), array, lock=False)
         return

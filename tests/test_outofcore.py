@@ -3,7 +3,6 @@ import importlib.util
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
