@@ -11,6 +11,8 @@ import gzip
 import math
 import os
 import re
+import subprocess
+import sys
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -91,6 +93,14 @@ def load_mat(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     return _orient(views, y, path), y
 
 
+def _probe_loadmat(path: Path, names: list[str]) -> None:
+    """Parse a v5 .mat in a child process first: scipy's reader can segfault on damaged files (found by
+    fuzzing, scipy 1.17), and a crash must become a ValueError, not kill the user's process."""
+    code = "import sys, scipy.io; scipy.io.loadmat(sys.argv[1], variable_names=sys.argv[2:])"
+    if subprocess.run([sys.executable, "-c", code, str(path), *names], capture_output=True).returncode < 0:
+        raise ValueError(f"{path}: corrupt .mat file (scipy's reader crashed on it)")
+
+
 def _read_mat_variables(path: Path) -> dict[str, Any]:
     """The view and label variables of a .mat file, cells as object arrays in MATLAB shape."""
     if not path.is_file():
@@ -100,6 +110,7 @@ def _read_mat_variables(path: Path) -> dict[str, Any]:
         if h5py.is_hdf5(path):
             with h5py.File(path, "r") as f:
                 return {k: _h5_value(f, f[k]) for k in names if k in f}
+        _probe_loadmat(path, names)
         return scipy.io.loadmat(path, variable_names=names)
     except NotImplementedError as exc:  # scipy's answer to a v7.3 header on a non-HDF5 file
         raise ValueError(f"{path}: corrupt or truncated MATLAB v7.3 file ({exc})") from exc

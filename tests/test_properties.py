@@ -178,9 +178,6 @@ except ValueError:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="io.load_mat passes a .mat v5 file with one byte changed (offset 393 := 12 "
-                   "in a 2-view cell file) to scipy.io.loadmat (scipy 1.17.1), which segfaults in "
-                   "_mio5.read_var_array; a corrupt .mat crashes the process instead of raising ValueError")
 def test_mat_with_one_corrupt_byte_does_not_crash(tmp_path):
     import subprocess
     import sys
