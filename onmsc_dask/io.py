@@ -207,6 +207,19 @@ def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]
 # ------------------------------------------------------------------------- IDX
 
 
+def _read_at_most(f, size: int, block: int = 1 << 24) -> bytes:
+    """Up to `size` bytes, read in blocks, so a corrupt header claiming a huge size costs only the file's
+    real length in memory."""
+    parts, remaining = [], size
+    while remaining > 0:
+        part = f.read(min(remaining, block))
+        if not part:
+            break
+        parts.append(part)
+        remaining -= len(part)
+    return b"".join(parts)
+
+
 def read_idx(path: PathLike) -> np.ndarray:
     """Read one IDX file (MNIST format, optionally gzip-compressed) into a native-endian array."""
     path = Path(path)
@@ -225,7 +238,7 @@ def read_idx(path: PathLike) -> np.ndarray:
                 raise ValueError(f"{path}: truncated IDX header")
             dims = tuple(int(d) for d in np.frombuffer(header, ">u4"))
             size = math.prod(dims) * dtype.itemsize
-            payload = f.read(size)
+            payload = _read_at_most(f, size)
             trailing = f.read(1)
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: corrupt or truncated IDX file ({exc})") from exc

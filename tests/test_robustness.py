@@ -366,3 +366,16 @@ def test_worker_killed_mid_run_completes_with_same_labels(tmp_path):
         np.testing.assert_array_equal(resumed.labels, ref)
         assert "error" not in out, f"run failed after a worker was killed: {out.get('error')!r}"
         np.testing.assert_array_equal(out["result"].labels, ref)
+
+
+@pytest.mark.parametrize("dims", [(2**31, 2**31, 7), (2**32 - 1, 2**32 - 1, 2**32 - 1)])
+def test_idx_header_claiming_a_huge_size_is_a_value_error(tmp_path, dims):
+    """Found by fuzzing: a corrupt header with huge dims used to raise OverflowError / MemoryError."""
+    import struct
+
+    from onmsc_dask.io import read_idx
+
+    path = tmp_path / "huge-idx1-ubyte"
+    path.write_bytes(b"\0\0\x08\x03" + struct.pack(">III", *dims) + bytes(100))
+    with pytest.raises(ValueError, match="truncated IDX file"):
+        read_idx(path)
