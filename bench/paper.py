@@ -31,7 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality import DEFAULT_DATA, PAPER, ROOT, TARGETS, _git_state, _jsonable  # noqa: E402
+from quality import DEFAULT_DATA, PAPER, ROOT, TARGETS, _git_state, _jsonable, dataset_files  # noqa: E402
 
 import onmsc_dask  # noqa: E402
 from onmsc_dask.api import ONMSC  # noqa: E402
@@ -292,11 +292,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results" / "paper")
     ap.add_argument("--full", action="store_true", help="the paper's full grid (slow)")
     args = ap.parse_args(argv)
-    order = list(TARGETS)
-    files = sorted(args.data_dir.glob("*.mat"), key=lambda p: (order.index(p.stem) if p.stem in order else 99,
-                                                               p.stem))
-    if not files:
-        raise SystemExit(f"no .mat files in {args.data_dir}")
+    files = dataset_files(args.data_dir)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     results = [run_dataset(f, args.full, args.out_dir) for f in files]

@@ -158,16 +158,21 @@ def _git_state() -> dict:
     return {"commit": git("rev-parse", "HEAD"), "package_dirty": bool(status), "package_status": status}
 
 
+def dataset_files(data_dir: Path) -> list[Path]:
+    """The .mat files of `data_dir`, the target datasets first."""
+    order = list(TARGETS)
+    files = sorted(data_dir.glob("*.mat"), key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem))
+    if not files:
+        raise SystemExit(f"no .mat files in {data_dir}")
+    return files
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "quality.json")
     args = ap.parse_args(argv)
-    order = list(TARGETS)
-    files = sorted(args.data_dir.glob("*.mat"), key=lambda p: (order.index(p.stem) if p.stem in order else 99,
-                                                               p.stem))
-    if not files:
-        raise SystemExit(f"no .mat files in {args.data_dir}")
+    files = dataset_files(args.data_dir)
     results = [run_dataset(f) for f in files]
     md = markdown(results)
     print()
