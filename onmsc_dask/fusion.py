@@ -78,21 +78,23 @@ class LateFusionResult:
     converged: bool = False
 
 
-def objective(H, F, Hstar, W, mu, M, lambda1: float, lambda2: float) -> float:
-    """J of Eq. 11."""
-    S = combine(H, W, mu)
-    return float(np.sum(Hstar * S) + lambda1 * np.sum(Hstar * F) - lambda2 * mu @ M @ mu)
+def rotate(H: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """H_p^(o) W_p^(o) for every view and order, shape (v, O, n, k)."""
+    return np.einsum("ponk,pokj->ponj", H, W, optimize=True)
 
 
 def combine(H: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """S = sum_{p,o} mu_p H_p^(o) W_p^(o)."""
-    v, O, n, k = H.shape
-    S = np.zeros((n, k))
-    for p in range(v):
-        for o in range(O):
-            if mu[p] > 0:
-                S += mu[p] * (H[p, o] @ W[p, o])
-    return S
+    return np.einsum("p,ponk->nk", mu, rotate(H, W))
+
+
+def _value(S, F, Hstar, mu, M, lambda1: float, lambda2: float) -> float:
+    return float(np.sum(Hstar * S) + lambda1 * np.sum(Hstar * F) - lambda2 * mu @ M @ mu)
+
+
+def objective(H, F, Hstar, W, mu, M, lambda1: float, lambda2: float) -> float:
+    """J of Eq. 11."""
+    return _value(combine(H, W, mu), F, Hstar, mu, M, lambda1, lambda2)
 
 
 def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *, tol: float = 1e-4,
@@ -109,15 +111,18 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
     M = alignment_matrix(H)
     mu = np.full(v, 1.0 / v)
     W = np.stack([np.stack([polar(H[p, o].T @ F) for o in range(O)]) for p in range(v)])
-    Hstar = polar(combine(H, W, mu) + lambda1 * F)
+    S = combine(H, W, mu)
+    Hstar = polar(S + lambda1 * F)
     result = LateFusionResult(Hstar, mu, W)
-    previous = objective(H, F, Hstar, W, mu, M, lambda1, lambda2)
+    previous = _value(S, F, Hstar, mu, M, lambda1, lambda2)
     for it in range(1, max_iter + 1):
         W = np.stack([np.stack([polar(H[p, o].T @ Hstar) for o in range(O)]) for p in range(v)])  # Eq. 14
-        a = np.array([sum(np.sum(Hstar * (H[p, o] @ W[p, o])) for o in range(O)) for p in range(v)])
+        R = rotate(H, W)  # each H_p^(o) W_p^(o) once per iteration
+        a = np.einsum("ponk,nk->p", R, Hstar)  # tr(H*^T sum_o H_p W_p)
         mu = simplex_qp(M, a / lambda2)  # Eq. 15, f_p = tr(H*^T sum_o H_p W_p) / lambda2
-        Hstar = polar(combine(H, W, mu) + lambda1 * F)  # Eqs. 12-13
-        current = objective(H, F, Hstar, W, mu, M, lambda1, lambda2)
+        S = np.einsum("p,ponk->nk", mu, R)
+        Hstar = polar(S + lambda1 * F)  # Eqs. 12-13
+        current = _value(S, F, Hstar, mu, M, lambda1, lambda2)
         result.objective.append(current)
         result.n_iter = it
         if abs(current - previous) <= tol * abs(current):

@@ -152,8 +152,8 @@ def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarr
 def anchor_factor(Z: sp.spmatrix, order: int) -> np.ndarray:
     """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2:
     A^o = B (B^T B)^(o-1) B^T, so C = D^-1/2 B (B^T B)^((o-1)/2) with D = A^o 1."""  # Eqs. 2-3, 7-8
-    return anchor_factor_rows(sp.csr_matrix(Z, dtype=np.float64), anchor_factor_pieces(anchor_gram_stats(
-        sp.csr_matrix(Z, dtype=np.float64)), order))
+    Z = sp.csr_matrix(Z, dtype=np.float64)
+    return anchor_factor_rows(Z, anchor_factor_pieces(anchor_gram_stats(Z), order))
 
 
 def eigvecs_from_factor(C, k: int) -> np.ndarray:
