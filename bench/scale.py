@@ -111,7 +111,8 @@ def deformed_chunk(images: np.ndarray, start: int, stop: int) -> np.ndarray:
 def million_store(images: np.ndarray, y: np.ndarray, path: Path, chunk_rows: int = 10000) -> MultiViewStore:
     """1M-sample three-view store, each view generated and written chunk by chunk (never whole)."""
     starts = range(0, MILLION, chunk_rows)
-    raw = da.concatenate([da.from_delayed(dask.delayed(deformed_chunk)(images, s, min(s + chunk_rows, MILLION)),
+    source = dask.delayed(images, pure=True)  # one key for the 60k source images, not a copy per chunk task
+    raw = da.concatenate([da.from_delayed(dask.delayed(deformed_chunk)(source, s, min(s + chunk_rows, MILLION)),
                                           (min(chunk_rows, MILLION - s), 28, 28), np.uint8) for s in starts])
     views = [raw.map_blocks(f, drop_axis=2, chunks=(raw.chunks[0], (f(images[:1]).shape[1],)), dtype=np.float32)
              for f in (mnist60k.pixels, mnist60k.hog, mnist60k.dct)]
