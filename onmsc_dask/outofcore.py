@@ -6,11 +6,11 @@ after the last completed stage and a changed parameter recomputes only the stage
 
     landmarks -> anchor_graph -> embeddings -> fusion -> labels
 
-The anchor operator G = C C^T, C = D^-1/2 B (B^T B)^((o-1)/2), B = Z Lambda^-1/2 (spectral.anchor_factor) is
-split into sums over row chunks (Lambda, Z^T Z), m x m pieces, and row-wise products. Its eigenvectors come
-either from the m x m Gram C^T C = P (B^T D^-1 B) P, a sum of sparse per-chunk products (``method="gram"``,
-the default: O(n r^2) per view), or from ``da.linalg.tsqr`` of the row-chunked C (``method="tsqr"``,
-spectral.eigvecs_from_factor: O(n m^2)).
+The anchor operator G = C C^T, C = D^-1/2 B, B = Z Lambda^-1/2 (spectral.anchor_factor) is split into sums
+over row chunks (Lambda, Z^T Z), m-sized pieces, and row-wise products. Its eigenvectors, the same for every
+order (spectral.py), are computed once per view, either from the m x m Gram C^T C = B^T D^-1 B, a sum of
+sparse per-chunk products (``method="gram"``, the default: O(n r^2) per view), or from ``da.linalg.tsqr`` of
+the row-chunked C (``method="tsqr"``, spectral.eigvecs_from_factor: O(n m^2)).
 """
 from __future__ import annotations
 
@@ -183,24 +183,24 @@ def _compute(client: Any, *objs: Any) -> tuple:
     return dask.compute(*objs) if client is None else dask.compute(*objs, scheduler=client)
 
 
-def _gram_embedding(Zc: list[Any], k: int, order: int, seed: int) -> Delayed:
-    """Delayed n x k H^(order) of the anchor graph given by row blocks Zc (method "gram")."""
+def _gram_embedding(Zc: list[Any], k: int, seed: int) -> Delayed:
+    """Delayed n x k embedding of the anchor graph given by row blocks Zc (method "gram")."""
     pieces = dask.delayed(anchor_factor_pieces, pure=True)(_tree_sum([dask.delayed(anchor_gram_stats, pure=True)(z)
-                                                                for z in Zc]), order)
+                                                                for z in Zc]))
     S = _tree_sum([dask.delayed(anchor_scaled_gram, pure=True)(z, pieces) for z in Zc])
-    T = dask.delayed(anchor_gram_transform, pure=True)(S, pieces, k, seed)
+    T = dask.delayed(anchor_gram_transform, pure=True)(S, k, seed)
     return dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
 
 
-def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int, int]], k: int,
+def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k: int,
                      client: Any) -> list[np.ndarray]:
-    """H^(order) of each job (row blocks, chunks, m, order) via tsqr of the row-chunked C (method "tsqr");
+    """Embedding of each job (row blocks, chunks, m) via tsqr of the row-chunked C (method "tsqr");
     jobs run concurrently (each eigvecs_from_factor call computes twice)."""
     stats = [_tree_sum([dask.delayed(anchor_gram_stats, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
-    pieces = [anchor_factor_pieces(s, o) for s, (*_, o) in zip(_compute(client, *stats), jobs)]
+    pieces = [anchor_factor_pieces(s) for s in _compute(client, *stats)]
 
     def run(job: tuple, piece: dict) -> np.ndarray:
-        Zc, chunks, m, _ = job
+        Zc, chunks, m = job
         piece = _share(piece, client, broadcast=True)
         C = da.concatenate([da.from_delayed(dask.delayed(anchor_factor_rows, pure=True)(z, piece), (e - s, m), float)
                             for z, (s, e) in zip(Zc, chunks)])
@@ -296,15 +296,14 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         chunks = store.row_chunks(0)
         Zc = [_split(path, p, chunks) for p in range(v)]
         stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
-        jobs = [(Zc[p], o) for p in range(v) for o in range(1, order + 1)] + [(stacked, 1)]
+        jobs = Zc + [stacked]  # each view once (its H^(o) is the same for every order), then F
         if method == "gram":
-            Hs = _compute(client, *[_gram_embedding(z, k, o, seeds[-2]) for z, o in jobs])
+            Hs = _compute(client, *[_gram_embedding(z, k, seeds[-2]) for z in jobs])
         else:
             widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
-            Hs = _tsqr_embeddings([(z, chunks, widths[j // order] if j < v * order else sum(widths), o)
-                                   for j, (z, o) in enumerate(jobs)], k, client)
+            Hs = _tsqr_embeddings([(z, chunks, m_j) for z, m_j in zip(jobs, widths + [sum(widths)])], k, client)
         Hs = [_fix_signs(np.asarray(h)) for h in Hs]
-        return {"H": np.stack(Hs[:-1]).reshape(v, order, n, -1), "F": Hs[-1]}
+        return {"H": np.repeat(np.stack(Hs[:-1])[:, None], order, axis=1), "F": Hs[-1]}
 
     emb = stage("embeddings", ["H", "F"], embeddings)
 

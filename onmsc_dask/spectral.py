@@ -3,8 +3,8 @@
 - ``exact``: ARPACK (eigsh) on the sparse kNN operator; the reference.
 - ``nystrom``: the paper's Algorithms 2-3 (uniform landmark columns of G, randomized SVD, orthogonalization).
   Kept to reproduce the paper: on sparse kNN graphs it recovers almost nothing (see docs/solvers.md).
-- ``anchor``: anchor graph A = Z Lambda^-1 Z^T; A^o, its degrees and the eigenvectors reduce to a
-  tall-skinny QR of an n x m matrix and an m x m eigenproblem.
+- ``anchor``: anchor graph A = Z Lambda^-1 Z^T; its degrees and eigenvectors (the same for every order A^o)
+  reduce to a tall-skinny QR of an n x m matrix and an m x m eigenproblem.
 """
 from __future__ import annotations
 
@@ -88,9 +88,13 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
     return _fix_signs(H)
 
 
-# The anchor operator split by rows: anchor_factor(Z, o) = anchor_factor_rows(Z, anchor_factor_pieces(
-# anchor_gram_stats(Z), o)); the row sums (anchor_gram_stats, anchor_scaled_gram) add over row chunks, which
-# is how outofcore.py runs them chunk by chunk.
+# The anchor operator split by rows: anchor_factor(Z) = anchor_factor_rows(Z, anchor_factor_pieces(
+# anchor_gram_stats(Z))); the row sums (anchor_gram_stats, anchor_scaled_gram) add over row chunks, which is
+# how outofcore.py runs them chunk by chunk.
+#
+# Every order has the same eigenvectors: rows of Z sum to 1, so A 1 = Z Lambda^-1 Z^T 1 = Z 1 = 1, hence
+# D = diag(A^o 1) = I and G^(o) = A^o, whose top-k eigenvectors are A's (A is PSD, so powers keep the order of
+# its eigenvalues). H^(o) = H^(1) for every o, and the anchor solver computes it once per view.
 
 
 def anchor_gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
@@ -98,19 +102,11 @@ def anchor_gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
     return np.asarray(Z.sum(axis=0)).ravel(), (Z.T @ Z).tocsr()
 
 
-def anchor_factor_pieces(stats: tuple[np.ndarray, sp.csr_matrix], order: int) -> dict[str, np.ndarray | None]:
-    """The m-sized parts of anchor_factor: Lambda^-1/2, P = (B^T B)^((o-1)/2) (None for o = 1, where it
-    is I) and u = (B^T B)^(o-1) B^T 1, so that the degrees are A^o 1 = B u."""
-    lam, ZtZ = stats
+def anchor_factor_pieces(stats: tuple[np.ndarray, sp.csr_matrix]) -> dict[str, np.ndarray]:
+    """The m-sized parts of anchor_factor: Lambda^-1/2 and u = B^T 1, so that the degrees are A 1 = B u."""
+    lam, _ = stats
     scale = np.where(lam > 0, 1.0 / np.sqrt(np.where(lam > 0, lam, 1.0)), 0.0)
-    colsum = scale * lam  # B^T 1
-    if order == 1:
-        return {"scale": scale, "half_power": None, "u": colsum}
-    BtB = scale[:, None] * ZtZ.toarray() * scale[None, :]
-    w, V = np.linalg.eigh((BtB + BtB.T) / 2)
-    w = np.maximum(w, 0.0)
-    return {"scale": scale, "half_power": (V * w ** ((order - 1) / 2.0)) @ V.T,
-            "u": (V * w ** (order - 1)) @ (V.T @ colsum)}
+    return {"scale": scale, "u": scale * lam}
 
 
 def anchor_scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -121,26 +117,22 @@ def anchor_scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, n
 
 
 def anchor_factor_rows(Z: sp.csr_matrix, pieces: dict) -> np.ndarray:
-    """Rows of C = D^-1/2 B P for a row block."""
+    """Rows of C = D^-1/2 B for a row block."""
     B, inv_sqrt = anchor_scaled_rows(Z, pieces)
-    BP = B.toarray() if pieces["half_power"] is None else B @ pieces["half_power"]
-    return inv_sqrt[:, None] * BP
+    return inv_sqrt[:, None] * B.toarray()
 
 
 def anchor_scaled_gram(Z: sp.csr_matrix, pieces: dict) -> sp.csr_matrix:
-    """B^T D^-1 B of a row block (sparse, adds over row blocks)."""
+    """C^T C = B^T D^-1 B of a row block (sparse, adds over row blocks)."""
     B, inv_sqrt = anchor_scaled_rows(Z, pieces)
     return (B.T @ sp.diags(inv_sqrt**2) @ B).tocsr()
 
 
-def anchor_gram_transform(S: sp.csr_matrix, pieces: dict, k: int, seed: int) -> np.ndarray:
-    """T (m x k) with H = D^-1/2 B T: the top-k eigenvectors V, values s^2 of C^T C = P S P give the left
+def anchor_gram_transform(S: sp.csr_matrix, k: int, seed: int) -> np.ndarray:
+    """T (m x k) with H = D^-1/2 B T: the top-k eigenvectors V, values s^2 of C^T C = S give the left
     singular vectors C V / s of C, i.e. the top-k eigenvectors of G = C C^T."""
-    P = pieces["half_power"]
-    G = S if P is None else P @ (S @ P)
-    vals, V = top_eigenvectors(G, k, seed)
-    PV = V if P is None else P @ V
-    return PV / np.sqrt(np.maximum(vals, np.finfo(float).tiny))
+    vals, V = top_eigenvectors(S, k, seed)
+    return V / np.sqrt(np.maximum(vals, np.finfo(float).tiny))
 
 
 def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarray:
@@ -149,11 +141,10 @@ def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarr
     return inv_sqrt[:, None] * (B @ T)
 
 
-def anchor_factor(Z: sp.spmatrix, order: int) -> np.ndarray:
-    """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2:
-    A^o = B (B^T B)^(o-1) B^T, so C = D^-1/2 B (B^T B)^((o-1)/2) with D = A^o 1."""  # Eqs. 2-3, 7-8
+def anchor_factor(Z: sp.spmatrix) -> np.ndarray:
+    """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2: C = D^-1/2 B, D = A 1."""  # Eqs. 2-3
     Z = sp.csr_matrix(Z, dtype=np.float64)
-    return anchor_factor_rows(Z, anchor_factor_pieces(anchor_gram_stats(Z), order))
+    return anchor_factor_rows(Z, anchor_factor_pieces(anchor_gram_stats(Z)))
 
 
 def eigvecs_from_factor(C, k: int) -> np.ndarray:
@@ -172,16 +163,16 @@ def eigvecs_from_factor(C, k: int) -> np.ndarray:
     return _fix_signs(np.asarray(H))
 
 
-def anchor_embedding(Z: sp.spmatrix, k: int, order: int) -> np.ndarray:
-    """H^(o) of an anchor graph."""
-    return eigvecs_from_factor(anchor_factor(Z, order), k)
+def anchor_embedding(Z: sp.spmatrix, k: int) -> np.ndarray:
+    """H^(o) of an anchor graph, the same for every order o (see above)."""
+    return eigvecs_from_factor(anchor_factor(Z), k)
 
 
 def embed_graph(graph: sp.csr_matrix, solver: str, k: int, orders: int, *, n_landmarks: int = 0,
                 random_state: int | None = None) -> np.ndarray:
     """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``), shape (orders, n, k)."""
     if solver == "anchor":
-        return np.stack([anchor_embedding(graph, k, o) for o in range(1, orders + 1)])
+        return np.repeat(anchor_embedding(graph, k)[None], orders, axis=0)
     if solver == "nystrom":
         return np.stack([nystrom_embedding(graph, k, o, n_landmarks, random_state=random_state)
                          for o in range(1, orders + 1)])
@@ -192,6 +183,6 @@ def average_graph_embedding(graphs: list[sp.csr_matrix], solver: str, k: int, *,
                             random_state: int | None = None) -> np.ndarray:
     """F: first-order embedding of the average affinity (1/v) sum_p A_p (the anchor one stacks the B_p)."""
     if solver == "anchor":
-        return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k, 1)
+        return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k)
     return embed_graph(sum(graphs) / len(graphs), solver, k, 1, n_landmarks=n_landmarks,
                        random_state=random_state)[0]

@@ -37,12 +37,11 @@ def _projection(H: np.ndarray) -> np.ndarray:
     return H @ H.T
 
 
-@pytest.mark.parametrize("order", [1, 2, 3])
-def test_factor_split_equals_anchor_factor(order):
-    rng = np.random.default_rng(order)
+def test_factor_split_equals_anchor_factor():
+    rng = np.random.default_rng(1)
     Z = sp.random(300, 40, density=0.08, random_state=rng, format="csr") + sp.eye(300, 40, format="csr")
-    C = np.vstack([anchor_factor_rows(Z[s:s + 70], anchor_factor_pieces(anchor_gram_stats(Z), order)) for s in range(0, 300, 70)])
-    np.testing.assert_allclose(C, anchor_factor(Z, order), atol=1e-12)
+    C = np.vstack([anchor_factor_rows(Z[s:s + 70], anchor_factor_pieces(anchor_gram_stats(Z))) for s in range(0, 300, 70)])
+    np.testing.assert_allclose(C, anchor_factor(Z), atol=1e-12)
 
 
 @pytest.mark.parametrize("method", ["gram", "tsqr"])

@@ -193,25 +193,33 @@ def _anchor_data(n=300, m=20, seed=40):
     return Z, Zd @ np.diag(1.0 / Zd.sum(axis=0)) @ Zd.T
 
 
+def test_anchor_factor_matches_dense():
+    Z, Ad = _anchor_data()
+    C = anchor_factor(Z)
+    assert C.shape == Z.shape
+    np.testing.assert_allclose(C @ C.T, _dense_G(Ad, 1), atol=1e-10)  # G = C C^T
+    np.testing.assert_allclose(Ad.sum(axis=1), 1.0, atol=1e-12)  # D = I: why every order shares eigenvectors
+
+
 @pytest.mark.parametrize("order", [1, 2, 3])
-def test_anchor_factor_and_embedding_match_dense(order):
+def test_anchor_embedding_is_the_dense_high_order_embedding(order):
+    """The anchor solver's single embedding is the top-k subspace of the dense D^-1/2 A^o D^-1/2 for every o."""
     Z, Ad = _anchor_data()
     G = _dense_G(Ad, order)
-    C = anchor_factor(Z, order)
-    assert C.shape == Z.shape
-    np.testing.assert_allclose(C @ C.T, G, atol=1e-10)  # G = C C^T
     vals = np.sort(np.linalg.eigvalsh(G))[::-1]
     assert vals[K - 1] - vals[K] > 1e-3, "anchor test data needs an eigengap"
     _, ref = _dense_top(G, K)
-    H = anchor_embedding(Z, K, order)
+    H = anchor_embedding(Z, K)
     assert H.shape == (Z.shape[0], K)
     _assert_orthonormal(H)
     assert _projector_error(H, ref) < 1e-7
+    Ho = embed_graph(Z, "anchor", K, order)
+    assert Ho.shape == (order, Z.shape[0], K) and _projector_error(Ho[-1], ref) < 1e-7
 
 
 def test_eigvecs_from_factor_dask_equals_numpy():
     Z, _ = _anchor_data()
-    C = anchor_factor(Z, 2)
+    C = anchor_factor(Z)
     H_np = eigvecs_from_factor(C, K)
     H_da = eigvecs_from_factor(da.from_array(C, chunks=(75, C.shape[1])), K)
     assert isinstance(H_da, np.ndarray) and H_da.shape == H_np.shape
