@@ -1,8 +1,11 @@
 """Command line: ``onmsc-dask run (--data PATH | --dataset NAME) --out DIR [options]``.
 
-A run loads the views, copies them into the Zarr store ``DIR/views.zarr``, fits :class:`~onmsc_dask.api.ONMSC`
-on a Dask cluster (a local one unless ``--scheduler`` is given) and writes ``report.json``,
-``convergence.png`` and ``labels.npy`` to ``DIR``. Bad input ends the run with a one-line error and exit code 2.
+A run copies the views into the Zarr store ``DIR/views.zarr``, clusters them on a Dask cluster (a local one
+unless ``--scheduler`` is given) and writes ``report.json``, ``convergence.png`` and ``labels.npy`` to ``DIR``.
+When the solver is ``anchor`` (``auto`` above spectral.EXACT_MAX_SAMPLES samples) the fit is the out-of-core
+pipeline (outofcore.fit_store) on the store, so a store given with ``--data`` is never read whole; otherwise
+:class:`~onmsc_dask.api.ONMSC` fits the views in memory. Bad input ends the run with a one-line error and exit
+code 2.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import time
 from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,18 +66,34 @@ class _Log:
         print(f"[{time.perf_counter() - self.start:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def _load(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
-    """Views, labels, view names (None for defaults) and a description of the source."""
+def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str]:
+    """The run's store ``DIR/views.zarr`` and a description of the source. A store given with ``--data`` is
+    copied file by file (never read whole; used as it is when it already is ``DIR/views.zarr``); other
+    input is loaded, validated and written. Nothing is created before the input is valid."""
+    from .io import is_store, load
+    from .store import MultiViewStore
+    from .validation import check_views
+
+    store_path = args.out / "views.zarr"
+    if args.data is not None and is_store(args.data):
+        source = MultiViewStore(args.data)
+        if args.data.resolve() == store_path.resolve():
+            log(f"using {store_path}")
+            return source, str(args.data)
+        args.out.mkdir(parents=True, exist_ok=True)
+        log(f"copying {args.data} to {store_path}")
+        return source.copy(store_path, stages=False, overwrite=True), str(args.data)
     if args.data is None:
         name = args.dataset or "digits"
         views, y, names = DATASETS[name]()
-        return views, y, names, name
-    from .io import load
-    from .store import MultiViewStore
-
-    views, y = load(args.data)
-    names = MultiViewStore(args.data).view_names if (args.data / "zarr.json").is_file() else None
-    return views, y, names, str(args.data)
+    else:
+        (views, y), names, name = load(args.data), None, str(args.data)
+    views = check_views(views, names)
+    log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True, metadata={"source": name})
+    log(f"wrote {store_path} (views {store.view_names})")
+    return store, name
 
 
 def _plot_convergence(objective: np.ndarray, path: Path) -> None:
@@ -97,40 +117,49 @@ def _versions() -> dict[str, str]:
     return found
 
 
+def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any) -> dict:
+    """Fitted labels, embedding, mu, objective, resolved parameters and stage times: the out-of-core anchor
+    pipeline (outofcore.fit_store, no view read whole) when the solver resolves to ``anchor``, else
+    :class:`~onmsc_dask.api.ONMSC` on the views in memory."""
+    from .api import ONMSC
+    from .outofcore import fit_store
+    from .spectral import resolve_solver
+
+    solver = resolve_solver(args.embedding, store.n_samples)
+    if solver == "anchor":
+        r = fit_store(store, n_clusters, order=args.order, random_state=args.random_state, client=client)
+        return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
+                "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
+                "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None,
+                             "embedding": "anchor (out of core)", "metric": r.metrics}}
+    model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
+                  random_state=args.random_state).fit([store.read_view(p) for p in range(store.n_views)])
+    return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
+            "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
+            "stages": model.timings_,
+            "resolved": {"n_clusters": n_clusters, "n_neighbors": model.n_neighbors_,
+                         "embedding": model.embedding_solver_, "metric": model.metric_, "lambda1": model.lambda1_,
+                         "lambda2": model.lambda2_}}
+
+
 def run(args: argparse.Namespace, log: _Log) -> dict:
     """Execute ``onmsc-dask run``; returns the report (also written to ``args.out/report.json``)."""
     from distributed import Client, LocalCluster
 
-    from .api import ONMSC
     from .metrics import evaluate
-    from .store import MultiViewStore
-    from .validation import check_views
 
     timings = {}
     t = time.perf_counter()
-    views, y, names, source = _load(args)
-    views = check_views(views, names)
+    if args.data is not None and not args.data.exists():
+        raise FileNotFoundError(f"{args.data}: no such file or directory")
+    store, source = _open_store(args, log)
+    y = store.labels
     if args.n_clusters is None and y is None:
         raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
     n_clusters = args.n_clusters or len(np.unique(y))
-    timings["load"] = time.perf_counter() - t
-    log(f"loaded {source}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}, k={n_clusters}")
+    timings["load_and_store"] = time.perf_counter() - t
+    log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
 
-    t = time.perf_counter()
-    args.out.mkdir(parents=True, exist_ok=True)
-    store_path = args.out / "views.zarr"
-    reuse = args.data is not None and args.data.resolve() == store_path.resolve()
-    if reuse:
-        store = MultiViewStore(store_path)
-    else:
-        store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
-                                      metadata={"source": source})
-    views = [store.read_view(p) for p in range(store.n_views)]
-    timings["write_store"] = time.perf_counter() - t
-    log(f"{'using' if reuse else 'wrote'} {store_path} (views {store.view_names})")
-
-    model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=args.embedding,
-                  random_state=args.random_state)
     t = time.perf_counter()
     with ExitStack() as stack:
         if args.scheduler:
@@ -143,39 +172,38 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         timings["start_cluster"] = time.perf_counter() - t
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
-        model.fit(views)
+        fit = _fit(store, n_clusters, args, client)
         timings["fit"] = time.perf_counter() - t
-    for stage, seconds in model.timings_.items():
+    for stage, seconds in fit["stages"].items():
         log(f"  fit stage {stage}: {seconds:.2f}s")
-    log(f"fusion {'converged' if model.converged_ else 'stopped'} after {model.n_iter_} iterations")
+    log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")
 
-    metrics = None if y is None else evaluate(y, model.labels_)
+    metrics = None if y is None else evaluate(y, fit["labels"])
     if metrics:
         print("  ".join(f"{_METRIC_NAMES[key]} {value:.4f}" for key, value in metrics.items()))
-    resolved = {"n_clusters": n_clusters, "n_neighbors": model.n_neighbors_, "embedding": model.embedding_solver_,
-                "metric": model.metric_, "lambda1": model.lambda1_, "lambda2": model.lambda2_}
-    for name, value in [("labels", model.labels_), ("embedding", model.embedding_),
-                        ("view_weights", model.view_weights_), ("objective", model.objective_)]:
-        store.write_result("onmsc", name, np.asarray(value), resolved | {"order": args.order,
-                                                                           "random_state": args.random_state})
+    resolved = fit["resolved"]
+    for name in ("labels", "embedding", "view_weights", "objective"):
+        store.write_result("onmsc", name, np.asarray(fit[name]), resolved | {"order": args.order,
+                                                                             "random_state": args.random_state})
     store.mark_complete("onmsc")
 
-    np.save(args.out / "labels.npy", model.labels_)
-    _plot_convergence(model.objective_, args.out / "convergence.png")
+    np.save(args.out / "labels.npy", fit["labels"])
+    _plot_convergence(np.asarray(fit["objective"]), args.out / "convergence.png")
     report = {
-        "dataset": {"source": source, "store": str(store_path), "n_samples": store.n_samples,
-                    "view_names": store.view_names, "view_dims": [v.shape[1] for v in views],
+        "dataset": {"source": source, "store": str(store.path), "n_samples": store.n_samples,
+                    "view_names": store.view_names,
+                    "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)],
                     "n_classes": None if y is None else int(len(np.unique(y)))},
         "parameters": {"n_clusters": args.n_clusters, "embedding": args.embedding, "order": args.order,
                        "n_neighbors": args.n_neighbors, "random_state": args.random_state,
                        "workers": None if args.scheduler else args.workers, "scheduler": args.scheduler},
         "resolved": resolved | {"n_workers": n_workers},
         "metrics": metrics,
-        "view_weights": dict(zip(store.view_names, map(float, model.view_weights_))),
-        "objective": [float(v) for v in model.objective_],
-        "n_iter": int(model.n_iter_),
-        "converged": bool(model.converged_),
-        "timings": timings | {"fit_stages": model.timings_, "total": time.perf_counter() - log.start},
+        "view_weights": dict(zip(store.view_names, map(float, fit["view_weights"]))),
+        "objective": [float(v) for v in fit["objective"]],
+        "n_iter": int(fit["n_iter"]),
+        "converged": bool(fit["converged"]),
+        "timings": timings | {"fit_stages": fit["stages"], "total": time.perf_counter() - log.start},
         "versions": _versions(),
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")

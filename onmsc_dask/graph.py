@@ -16,6 +16,9 @@ from .validation import check_n_clusters, check_n_neighbors, check_views
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
 METRICS = ("euclidean", "cosine", "counts")
+#: k-means initialisations of the landmarks: "random" (fast, the default) or "k-means++" (slower seeding:
+#: 19 s against about 1 s for m = 1000 centres of 20,000 784-d rows)
+LANDMARK_INITS = ("random", "k-means++")
 #: a non-negative integer view with at least this fraction of zeros is treated as counts (bag of words)
 COUNTS_MIN_ZERO_FRACTION = 0.9
 
@@ -123,18 +126,29 @@ def view_affinity(X, n_neighbors: int, metric: str, random_state: int | None = N
     return A
 
 
-def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sample_size: int = 20000) -> np.ndarray:
-    """k-means centres of a uniform sample of rows: the anchor points of an anchor graph."""
+def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int | None) -> np.ndarray:
+    """Sorted uniform sample of at least ``n_landmarks`` (and ``sample_size``) row indices."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_samples, size=min(n_samples, max(sample_size, n_landmarks)), replace=False))
+
+
+def landmark_centres(samples: list[np.ndarray], n_landmarks: int, seed: int | None, init: str = "random") -> np.ndarray:
+    """k-means centres (one start, 50 Lloyd iterations) of the sampled rows (dense blocks, concatenated)."""
     from sklearn.cluster import KMeans
 
-    rng = np.random.default_rng(random_state)
-    n = X.shape[0]
-    idx = np.sort(rng.choice(n, size=min(n, max(sample_size, n_landmarks)), replace=False))
-    sample = X[idx]
-    sample = sample.toarray() if sp.issparse(sample) else sample
-    m = min(n_landmarks, len(idx))
-    km = KMeans(m, n_init=1, max_iter=50, random_state=rng.integers(2**31 - 1)).fit(sample)
-    return km.cluster_centers_
+    if init not in LANDMARK_INITS:
+        raise ValueError(f"landmark init must be one of {LANDMARK_INITS}, got {init!r}")
+    sample = np.concatenate(samples)
+    km = KMeans(min(n_landmarks, len(sample)), init=init, n_init=1, max_iter=50, random_state=seed)
+    return km.fit(sample).cluster_centers_
+
+
+def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sample_size: int = 5000,
+                     init: str = "random") -> np.ndarray:
+    """The anchor points of an anchor graph: k-means centres of a uniform sample of rows (outofcore.py reads
+    the same sample chunk by chunk)."""
+    sample = X[landmark_rows(X.shape[0], n_landmarks, sample_size, random_state)]
+    return landmark_centres([sample.toarray() if sp.issparse(sample) else sample], n_landmarks, random_state, init)
 
 
 def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:

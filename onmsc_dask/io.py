@@ -41,6 +41,12 @@ _MNIST_FILE = re.compile(r"^(train|t10k)-(images|labels)[.-]idx\d-ubyte(\.gz)?$"
 _SPLITS = {"train": "train", "t10k": "t10k", "test": "t10k"}
 
 
+def is_store(path: PathLike) -> bool:
+    """Whether `path` is a Zarr directory (read as a MultiViewStore)."""
+    path = Path(path)
+    return path.is_dir() and (path.suffix == ".zarr" or (path / "zarr.json").exists())
+
+
 def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     """Load views and labels from a .mat, .npz or .csv file, a MultiViewStore or an MNIST directory.
 
@@ -51,7 +57,7 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
     if path.is_dir():
-        if path.suffix == ".zarr" or (path / "zarr.json").exists():
+        if is_store(path):
             store = MultiViewStore(path)
             return [store.read_view(p) for p in range(store.n_views)], store.labels
         splits = {split for split, kind in _mnist_files(path) if kind == "images"}

@@ -26,11 +26,11 @@ import numpy as np
 import scipy.sparse as sp
 from dask.delayed import Delayed
 from distributed import WorkerPlugin
-from sklearn.cluster import KMeans
 
 from .assign import assign_labels
 from .fusion import late_fusion
-from .graph import anchor_affinity, metric_for, resolve_metric, select_landmarks, value_summary
+from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_for, resolve_metric,
+                    value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
                        anchor_gram_stats, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor)
 from .store import MultiViewStore
@@ -38,7 +38,6 @@ from .store import MultiViewStore
 __all__ = ["OutOfCoreResult", "fit_store", "NumbaWarmup", "warm_up"]
 
 STAGES = ("landmarks", "anchor_graph", "embeddings", "fusion", "labels")
-LANDMARK_INITS = ("random", "k-means++")
 METHODS = ("gram", "tsqr")
 
 
@@ -53,6 +52,8 @@ class OutOfCoreResult:
     view_embeddings: np.ndarray  # H_p^(o), (v, O, n, k)
     average_embedding: np.ndarray  # F, n x k
     metrics: list[str]  # resolved metric of each view
+    converged: bool  # late fusion met its tolerance before max_iter
+    parameters: dict[str, Any]  # every parameter of the run, resolved (lambda2 included)
     timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (0 when resumed)
     computed_stages: list[str] = field(default_factory=list)  # stages computed in this call (others resumed)
 
@@ -116,32 +117,6 @@ def _chunk_sample(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> 
     """Rows `idx` (absolute, inside start:stop) of view p, dense."""
     X = _rows(path, p, start, stop)[idx - start]
     return X.toarray() if sp.issparse(X) else X
-
-
-class _StoreRows:
-    """Read-only row access to one stored view, for functions that only use ``.shape`` and ``X[idx]``."""
-
-    def __init__(self, path: str, p: int) -> None:
-        self.path, self.p = path, p
-        self.shape = MultiViewStore(path).view_shape(p)
-
-    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
-        idx = np.asarray(idx)
-        return np.concatenate([_chunk_sample(self.path, self.p, s, e, idx[(idx >= s) & (idx < e)])
-                               for s, e in MultiViewStore(self.path).row_chunks(self.p)])
-
-
-def _kmeans_landmarks(samples: list[np.ndarray], n_landmarks: int, seed: int) -> np.ndarray:
-    """Centres of random-init k-means (Lloyd, 50 iterations) on the sampled rows."""
-    sample = np.concatenate(samples)
-    km = KMeans(min(n_landmarks, len(sample)), init="random", n_init=1, max_iter=50, random_state=seed)
-    return km.fit(sample).cluster_centers_
-
-
-def _sample_indices(n: int, n_landmarks: int, sample_size: int, seed: int) -> np.ndarray:
-    """Sorted uniform sample of row indices, as many as graph.select_landmarks draws."""
-    rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(n, size=min(n, max(sample_size, n_landmarks)), replace=False))
 
 
 def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarray, n_nearest: int,
@@ -218,16 +193,13 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
     Parameters are those of ``ONMSC(embedding="anchor")``; in addition
-    landmark_init : ``"random"`` (random-init k-means, fast) or ``"k-means++"`` (graph.select_landmarks;
-        with ``landmark_sample=20000`` exactly the in-memory estimator's landmarks, but k-means++ seeding of
-        m = 1000 centres takes minutes).
-    landmark_sample : rows sampled per view for the landmark k-means (at least m; the in-memory
-        estimator samples 20000, which costs ~1 min of k-means per 784-d view for m = 1000).
+    landmark_init, landmark_sample : k-means initialisation (graph.LANDMARK_INITS) and rows sampled per view
+        for the landmarks (graph.select_landmarks, with the same defaults).
     method : ``"gram"`` or ``"tsqr"``, the eigen-solver of the anchor operator (module docstring).
     client : a ``distributed.Client``; None uses the current default scheduler.
 
-    Seeds derive from `random_state` like the in-memory estimator's, so with ``landmark_init="k-means++",
-    landmark_sample=20000`` the labels equal ``ONMSC(embedding="anchor", random_state=...)``'s on the same data.
+    Seeds derive from `random_state` like the in-memory estimator's, so the labels equal
+    ``ONMSC(embedding="anchor", random_state=...)``'s on the same data.
     """
     if landmark_init not in LANDMARK_INITS:
         raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
@@ -264,16 +236,12 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     def landmarks() -> dict[str, Any]:
         mins = [[dask.delayed(_chunk_summary, pure=True)(path, p, s, e) for s, e in store.row_chunks(p)]
                 for p in range(v)]
-        if landmark_init == "k-means++":
-            lms = [dask.delayed(select_landmarks, pure=True)(_StoreRows(path, p), m, seeds[p], landmark_sample)
-                   for p in range(v)]
-        else:
-            lms = []
-            for p in range(v):
-                idx = _sample_indices(n, m, landmark_sample, seeds[p])
-                parts = [dask.delayed(_chunk_sample, pure=True)(path, p, s, e, idx[(idx >= s) & (idx < e)])
-                         for s, e in store.row_chunks(p)]
-                lms.append(dask.delayed(_kmeans_landmarks, pure=True)(parts, m, seeds[p]))
+        lms = []
+        for p in range(v):  # graph.select_landmarks, its sample read chunk by chunk in parallel
+            idx = landmark_rows(n, m, landmark_sample, seeds[p])
+            parts = [dask.delayed(_chunk_sample, pure=True)(path, p, s, e, idx[(idx >= s) & (idx < e)])
+                     for s, e in store.row_chunks(p)]
+            lms.append(dask.delayed(landmark_centres, pure=True)(parts, m, seeds[p], landmark_init))
         mins, lms = _compute(client, mins, lms)
         metrics = metric if isinstance(metric, list) else [metric] * v
         resolved = [_view_metric(mn, mt) for mn, mt in zip(mins, metrics)]
@@ -310,9 +278,9 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     def fusion() -> dict[str, Any]:
         fused = late_fusion(emb["H"], emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
         return {"embedding": fused.embedding, "view_weights": fused.view_weights,
-                "objective": np.asarray(fused.objective, dtype=float)}
+                "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 
-    fus = stage("fusion", ["embedding", "view_weights", "objective"], fusion)
+    fus = stage("fusion", ["embedding", "view_weights", "objective", "converged"], fusion)
 
     def labels() -> dict[str, Any]:
         return {"labels": assign_labels(fus["embedding"], k, n_init=n_init, random_state=seeds[-1])[0]}
@@ -320,4 +288,5 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     lab = stage("labels", ["labels"], labels)
     return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], view_weights=fus["view_weights"],
                            objective=fus["objective"], view_embeddings=emb["H"], average_embedding=emb["F"],
-                           metrics=metrics, timings=timings, computed_stages=computed)
+                           metrics=metrics, converged=bool(fus["converged"]), parameters=params["labels"],
+                           timings=timings, computed_stages=computed)

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -144,6 +145,16 @@ class MultiViewStore:
             }
         )
         return cls(path)
+
+    def copy(self, path: str | os.PathLike, *, stages: bool = True, overwrite: bool = False) -> "MultiViewStore":
+        """Copy the store file by file (no view is read whole) to `path`; ``stages=False`` leaves out the stage
+        results, so every stage of a run on the copy is computed."""
+        path = Path(path)
+        _prepare_target(path, overwrite)
+        shutil.rmtree(path, ignore_errors=True)
+        shutil.copytree(self.path, path, ignore=None if stages else
+                        lambda d, names: ["stages"] if Path(d) == self.path else [])
+        return MultiViewStore(path)
 
     # ------------------------------------------------------------------ views
 

@@ -42,7 +42,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert sum(report["view_weights"].values()) == pytest.approx(1.0)
     objective = np.array(report["objective"])
     assert len(objective) == report["n_iter"] and np.all(np.diff(objective) >= -1e-9)
-    assert {"load", "write_store", "start_cluster", "fit", "fit_stages", "total"} <= set(report["timings"])
+    assert {"load_and_store", "start_cluster", "fit", "fit_stages", "total"} <= set(report["timings"])
     assert report["versions"]["onmsc-dask"]
     assert (tmp_path / "convergence.png").read_bytes()[:8] == PNG_MAGIC
     assert np.load(tmp_path / "labels.npy").shape == (1797,)
@@ -63,6 +63,32 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
     assert list(report["view_weights"]) == ["view0", "view1"]
     assert np.load(out / "labels.npy").shape == (90,)
+
+
+def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler, monkeypatch):
+    """With the anchor solver a .zarr input is copied file by file and fitted by outofcore.fit_store: no view is
+    read whole, and the user's store gets no stage results."""
+    views, y = _blobs(60)
+    given = MultiViewStore.create(tmp_path / "given.zarr", views, y, view_names=["a", "b"], chunk_rows=50)
+    before = sorted(p.relative_to(given.path) for p in given.path.rglob("*"))
+
+    def no_whole_view(self, p):
+        raise AssertionError("a view was read whole")
+    monkeypatch.setattr(MultiViewStore, "read_view", no_whole_view)
+    out = tmp_path / "run"
+    assert main(["run", "--data", str(given.path), "--out", str(out), "--scheduler", scheduler,
+                 "--embedding", "anchor"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["resolved"]["embedding"] == "anchor (out of core)" and report["resolved"]["lambda2"] == 6.0
+    assert report["metrics"]["acc"] > 0.95 and report["converged"] is True
+    assert set(report["timings"]["fit_stages"]) == {"landmarks", "anchor_graph", "embeddings", "fusion", "labels"}
+    assert list(report["view_weights"]) == ["a", "b"]
+    objective = np.array(report["objective"])
+    assert len(objective) == report["n_iter"] and np.all(np.diff(objective) >= -1e-9)
+    run_store = MultiViewStore(out / "views.zarr")
+    assert {"landmarks", "anchor_graph", "embeddings", "fusion", "labels", "onmsc"} <= set(run_store.stages())
+    np.testing.assert_array_equal(run_store.read_result("onmsc", "labels"), np.load(out / "labels.npy"))
+    assert sorted(p.relative_to(given.path) for p in given.path.rglob("*")) == before  # input untouched
 
 
 def test_unlabelled_data_needs_n_clusters(tmp_path, scheduler, capsys):

@@ -48,7 +48,7 @@ def test_factor_split_equals_anchor_factor():
 def test_equals_in_memory_anchor(store, method):
     views, _ = _views()
     est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, random_state=0).fit(views)
-    res = fit_store(store, 10, landmark_init="k-means++", landmark_sample=20000, method=method, **PARAMS)
+    res = fit_store(store, 10, method=method, **PARAMS)
     for p in range(3):
         for o in range(2):
             np.testing.assert_allclose(_projection(res.view_embeddings[p, o]),
