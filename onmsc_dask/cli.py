@@ -117,7 +117,7 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any) -> dict:
+def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log: _Log) -> dict:
     """Fitted labels, embedding, mu, objective, resolved parameters and stage times: the out-of-core anchor
     pipeline (outofcore.fit_store, no view read whole) when the solver resolves to ``anchor``, else
     :class:`~onmsc_dask.api.ONMSC` on the views in memory."""
@@ -127,7 +127,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any) -> 
 
     solver = resolve_solver(args.embedding, store.n_samples)
     if solver == "anchor":
-        r = fit_store(store, n_clusters, order=args.order, random_state=args.random_state, client=client)
+        r = fit_store(store, n_clusters, order=args.order, random_state=args.random_state, client=client,
+                      progress=lambda line: log(f"  {line}"))
         return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None,
@@ -172,10 +173,11 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         timings["start_cluster"] = time.perf_counter() - t
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
-        fit = _fit(store, n_clusters, args, client)
+        fit = _fit(store, n_clusters, args, client, log)
         timings["fit"] = time.perf_counter() - t
-    for stage, seconds in fit["stages"].items():
-        log(f"  fit stage {stage}: {seconds:.2f}s")
+    if fit["resolved"]["embedding"] != "anchor (out of core)":  # fit_store reported its stages as they ran
+        for stage, seconds in fit["stages"].items():
+            log(f"  fit stage {stage}: {seconds:.2f}s")
     log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")
 
     metrics = None if y is None else evaluate(y, fit["labels"])

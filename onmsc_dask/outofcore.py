@@ -18,7 +18,7 @@ import operator
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import dask
 import dask.array as da
@@ -189,7 +189,8 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
               n_nearest_landmarks: int = 3, metric: str | list[str] = "auto", lambda1: float = 1.0,
               lambda2: float | None = None, n_init: int = 10, random_state: int | None = None,
               client: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
-              method: str = "gram", tol: float = 1e-4, max_iter: int = 100) -> OutOfCoreResult:
+              method: str = "gram", tol: float = 1e-4, max_iter: int = 100,
+              progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
     Parameters are those of ``ONMSC(embedding="anchor")``; in addition
@@ -197,6 +198,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         for the landmarks (graph.select_landmarks, with the same defaults).
     method : ``"gram"`` or ``"tsqr"``, the eigen-solver of the anchor operator (module docstring).
     client : a ``distributed.Client``; None uses the current default scheduler.
+    progress : called with a line as each stage starts and ends (the CLI prints them).
 
     Seeds derive from `random_state` like the in-memory estimator's, so the labels equal
     ``ONMSC(embedding="anchor", random_state=...)``'s on the same data.
@@ -218,19 +220,24 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     params["labels"] = {**params["fusion"], "n_init": n_init}
     timings: dict[str, float] = {}
     computed: list[str] = []
+    report = progress or (lambda line: None)
 
     def stage(name: str, results: list[str], compute: Any) -> dict[str, Any]:
         """Read stage `name`'s results from the store, or compute, write and complete it."""
         t0 = time.perf_counter()
         if store.has_stage(name, params[name], results):
             out = {r: store.read_result(name, r) for r in results}
+            done = "read from the store (resumed)"
         else:
+            report(f"stage {STAGES.index(name) + 1}/{len(STAGES)} {name} ...")
             out = compute()
             for r in results:
                 store.write_result(name, r, out[r], params[name])
             store.mark_complete(name)
             computed.append(name)
+            done = "computed"
         timings[name] = time.perf_counter() - t0
+        report(f"stage {STAGES.index(name) + 1}/{len(STAGES)} {name} {done} in {timings[name]:.2f}s")
         return out
 
     def landmarks() -> dict[str, Any]:

@@ -65,7 +65,7 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     assert np.load(out / "labels.npy").shape == (90,)
 
 
-def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler, monkeypatch):
+def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler, monkeypatch, capsys):
     """With the anchor solver a .zarr input is copied file by file and fitted by outofcore.fit_store: no view is
     read whole, and the user's store gets no stage results."""
     views, y = _blobs(60)
@@ -78,6 +78,8 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     out = tmp_path / "run"
     assert main(["run", "--data", str(given.path), "--out", str(out), "--scheduler", scheduler,
                  "--embedding", "anchor"]) == 0
+    err = capsys.readouterr().err
+    assert "stage 1/5 landmarks ..." in err and "stage 5/5 labels computed in" in err  # progress as it runs
     report = json.loads((out / "report.json").read_text())
     assert report["resolved"]["embedding"] == "anchor (out of core)" and report["resolved"]["lambda2"] == 6.0
     assert report["metrics"]["acc"] > 0.95 and report["converged"] is True
@@ -89,6 +91,10 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     assert {"landmarks", "anchor_graph", "embeddings", "fusion", "labels", "onmsc"} <= set(run_store.stages())
     np.testing.assert_array_equal(run_store.read_result("onmsc", "labels"), np.load(out / "labels.npy"))
     assert sorted(p.relative_to(given.path) for p in given.path.rglob("*")) == before  # input untouched
+    assert main(["run", "--data", str(out / "views.zarr"), "--out", str(out), "--scheduler", scheduler,
+                 "--embedding", "anchor"]) == 0
+    assert "stage 3/5 embeddings read from the store (resumed)" in capsys.readouterr().err
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), run_store.read_result("onmsc", "labels"))
 
 
 def test_unlabelled_data_needs_n_clusters(tmp_path, scheduler, capsys):
