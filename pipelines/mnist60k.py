@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     with make_client(args) as client:
         t1 = time.perf_counter()
         result = fit_store(store, args.n_clusters, order=args.order, n_landmarks=args.n_landmarks,
-                           random_state=args.seed, client=client)
+                           random_state=args.seed, client=client, progress=lambda line: print(line, flush=True))
         seconds = time.perf_counter() - t1
         report = {"data_dir": str(args.data_dir), "n_samples": store.n_samples, "views": store.view_names,
                   "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)],
