@@ -99,9 +99,13 @@ def _rows(path: str, p: int, start: int, stop: int) -> np.ndarray | sp.csr_matri
     return MultiViewStore(path).read_rows(p, start, stop)
 
 
-def _chunk_summary(path: str, p: int, start: int, stop: int) -> tuple[float, float, bool, int]:
-    """graph.value_summary of a row chunk, with its number of rows."""
-    return (*value_summary(_rows(path, p, start, stop)), stop - start)
+def _chunk_scan(path: str, p: int, start: int, stop: int,
+                idx: np.ndarray) -> tuple[tuple[float, float, bool, int], np.ndarray]:
+    """One read of a row chunk: its graph.value_summary with its number of rows, and its rows `idx`
+    (absolute, inside start:stop; the landmark sample), dense."""
+    X = _rows(path, p, start, stop)
+    sample = X[idx - start]
+    return (*value_summary(X), stop - start), sample.toarray() if sp.issparse(sample) else sample
 
 
 def _view_metric(summaries: list[tuple[float, float, bool, int]], metric: str) -> str:
@@ -111,12 +115,6 @@ def _view_metric(summaries: list[tuple[float, float, bool, int]], metric: str) -
     rows = sum(s[3] for s in summaries)
     return metric_for(min(s[0] for s in summaries), sum(s[1] * s[3] for s in summaries) / rows,
                       all(s[2] for s in summaries))
-
-
-def _chunk_sample(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> np.ndarray:
-    """Rows `idx` (absolute, inside start:stop) of view p, dense."""
-    X = _rows(path, p, start, stop)[idx - start]
-    return X.toarray() if sp.issparse(X) else X
 
 
 def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarray, n_nearest: int,
@@ -241,14 +239,14 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         return out
 
     def landmarks() -> dict[str, Any]:
-        mins = [[dask.delayed(_chunk_summary, pure=True)(path, p, s, e) for s, e in store.row_chunks(p)]
-                for p in range(v)]
-        lms = []
+        mins, lms = [], []
         for p in range(v):  # graph.select_landmarks, its sample read chunk by chunk in parallel
             idx = landmark_rows(n, m, landmark_sample, seeds[p])
-            parts = [dask.delayed(_chunk_sample, pure=True)(path, p, s, e, idx[(idx >= s) & (idx < e)])
+            scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(path, p, s, e, idx[(idx >= s) & (idx < e)])
                      for s, e in store.row_chunks(p)]
-            lms.append(dask.delayed(landmark_centres, pure=True)(parts, m, seeds[p], landmark_init))
+            mins.append([summary for summary, _ in scans])
+            lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
+                                                                 landmark_init))
         mins, lms = _compute(client, mins, lms)
         metrics = metric if isinstance(metric, list) else [metric] * v
         resolved = [_view_metric(mn, mt) for mn, mt in zip(mins, metrics)]
