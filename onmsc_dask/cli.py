@@ -66,8 +66,17 @@ class _Log:
         print(f"[{time.perf_counter() - self.start:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str]:
-    """The run's store ``DIR/views.zarr`` and a description of the source. A store given with ``--data`` is
+def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, source: str) -> int:
+    """k: ``--n-clusters``, else the number of distinct labels; checked against n."""
+    from .validation import check_n_clusters
+
+    if args.n_clusters is None and y is None:
+        raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
+    return check_n_clusters(args.n_clusters or len(np.unique(y)), n_samples)
+
+
+def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int]:
+    """The run's store ``DIR/views.zarr``, a description of the source and k. A store given with ``--data`` is
     copied file by file (never read whole; used as it is when it already is ``DIR/views.zarr``); other
     input is loaded, validated and written. Nothing is created before the input is valid."""
     from .io import is_store, load
@@ -77,23 +86,25 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str]:
     store_path = args.out / "views.zarr"
     if args.data is not None and is_store(args.data):
         source = MultiViewStore(args.data)
+        k = _n_clusters(args, source.labels, source.n_samples, str(args.data))
         if args.data.resolve() == store_path.resolve():
             log(f"using {store_path}")
-            return source, str(args.data)
+            return source, str(args.data), k
         args.out.mkdir(parents=True, exist_ok=True)
         log(f"copying {args.data} to {store_path}")
-        return source.copy(store_path, stages=False, overwrite=True), str(args.data)
+        return source.copy(store_path, stages=False, overwrite=True), str(args.data), k
     if args.data is None:
         name = args.dataset or "digits"
         views, y, names = DATASETS[name]()
     else:
         (views, y), names, name = load(args.data), None, str(args.data)
     views = check_views(views, names)
+    k = _n_clusters(args, y, views[0].shape[0], name)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     args.out.mkdir(parents=True, exist_ok=True)
     store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True, metadata={"source": name})
     log(f"wrote {store_path} (views {store.view_names})")
-    return store, name
+    return store, name, k
 
 
 def _plot_convergence(objective: np.ndarray, path: Path) -> None:
@@ -127,20 +138,22 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
 
     solver = resolve_solver(args.embedding, store.n_samples)
     if solver == "anchor":
+        if args.n_neighbors is not None:
+            log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
         r = fit_store(store, n_clusters, order=args.order, random_state=args.random_state, client=client,
                       progress=lambda line: log(f"  {line}"))
         return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
-                "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None,
-                             "embedding": "anchor (out of core)", "metric": r.metrics}}
+                "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
+                             "pipeline": "out_of_core", "metric": r.metrics}}
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   random_state=args.random_state).fit([store.read_view(p) for p in range(store.n_views)])
     return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
             "resolved": {"n_clusters": n_clusters, "n_neighbors": model.n_neighbors_,
-                         "embedding": model.embedding_solver_, "metric": model.metric_, "lambda1": model.lambda1_,
-                         "lambda2": model.lambda2_}}
+                         "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
+                         "lambda1": model.lambda1_, "lambda2": model.lambda2_}}
 
 
 def run(args: argparse.Namespace, log: _Log) -> dict:
@@ -153,11 +166,8 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     t = time.perf_counter()
     if args.data is not None and not args.data.exists():
         raise FileNotFoundError(f"{args.data}: no such file or directory")
-    store, source = _open_store(args, log)
+    store, source, n_clusters = _open_store(args, log)
     y = store.labels
-    if args.n_clusters is None and y is None:
-        raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
-    n_clusters = args.n_clusters or len(np.unique(y))
     timings["load_and_store"] = time.perf_counter() - t
     log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
 
@@ -175,7 +185,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         t = time.perf_counter()
         fit = _fit(store, n_clusters, args, client, log)
         timings["fit"] = time.perf_counter() - t
-    if fit["resolved"]["embedding"] != "anchor (out of core)":  # fit_store reported its stages as they ran
+    if fit["resolved"]["pipeline"] == "in_memory":  # fit_store reported its stages as they ran
         for stage, seconds in fit["stages"].items():
             log(f"  fit stage {stage}: {seconds:.2f}s")
     log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")

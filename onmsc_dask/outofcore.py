@@ -7,7 +7,7 @@ after the last completed stage and a changed parameter recomputes only the stage
     landmarks -> anchor_graph -> embeddings -> fusion -> labels
 
 The anchor operator G = C C^T, C = D^-1/2 B, B = Z Lambda^-1/2 (spectral.anchor_factor) is split into sums
-over row chunks (Lambda, Z^T Z), m-sized pieces, and row-wise products. Its eigenvectors, the same for every
+over row chunks (Lambda, C^T C), m-sized pieces, and row-wise products. Its eigenvectors, the same for every
 order (spectral.py), are computed once per view, either from the m x m Gram C^T C = B^T D^-1 B, a sum of
 sparse per-chunk products (``method="gram"``, the default: O(n r^2) per view), or from ``da.linalg.tsqr`` of
 the row-chunked C (``method="tsqr"``, spectral.eigvecs_from_factor: O(n m^2)).
@@ -18,7 +18,7 @@ import operator
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import dask
 import dask.array as da
@@ -32,8 +32,9 @@ from .fusion import late_fusion
 from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_for, resolve_metric,
                     value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
-                       anchor_gram_stats, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor)
+                       anchor_column_sums, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor)
 from .store import MultiViewStore
+from .validation import check_finite, check_n_clusters, check_not_constant, column_range
 
 __all__ = ["OutOfCoreResult", "fit_store", "NumbaWarmup", "warm_up"]
 
@@ -53,7 +54,7 @@ class OutOfCoreResult:
     average_embedding: np.ndarray  # F, n x k
     metrics: list[str]  # resolved metric of each view
     converged: bool  # late fusion met its tolerance before max_iter
-    parameters: dict[str, Any]  # every parameter of the run, resolved (lambda2 included)
+    parameters: dict[str, Any]  # every parameter of the run as given, lambda2 resolved
     timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (0 when resumed)
     computed_stages: list[str] = field(default_factory=list)  # stages computed in this call (others resumed)
 
@@ -99,22 +100,38 @@ def _rows(path: str, p: int, start: int, stop: int) -> np.ndarray | sp.csr_matri
     return MultiViewStore(path).read_rows(p, start, stop)
 
 
-def _chunk_scan(path: str, p: int, start: int, stop: int,
-                idx: np.ndarray) -> tuple[tuple[float, float, bool, int], np.ndarray]:
-    """One read of a row chunk: its graph.value_summary with its number of rows, and its rows `idx`
-    (absolute, inside start:stop; the landmark sample), dense."""
-    X = _rows(path, p, start, stop)
+class _ChunkSummary(NamedTuple):
+    """What the landmark stage learns about a row chunk while reading its sample."""
+
+    min_value: float  # graph.value_summary
+    zero_fraction: float
+    integer: bool
+    rows: int
+    col_min: np.ndarray  # validation.column_range
+    col_max: np.ndarray
+
+
+def _chunk_scan(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> tuple[_ChunkSummary, np.ndarray]:
+    """One read of a row chunk, checked to be finite: its summary, and its rows `idx` (absolute, inside
+    start:stop; the landmark sample), dense."""
+    store = MultiViewStore(path)
+    X = store.read_rows(p, start, stop)
+    check_finite(X, f"view {p} ({store.view_names[p]!r})", start)
     sample = X[idx - start]
-    return (*value_summary(X), stop - start), sample.toarray() if sp.issparse(sample) else sample
+    return (_ChunkSummary(*value_summary(X), stop - start, *column_range(X)),
+            sample.toarray() if sp.issparse(sample) else sample)
 
 
-def _view_metric(summaries: list[tuple[float, float, bool, int]], metric: str) -> str:
-    """The view's metric (graph.resolve_metric) from its chunk summaries."""
+def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> str:
+    """The view's metric (graph.resolve_metric) from its chunk summaries, after checking it is not constant."""
+    col_min = np.min([s.col_min for s in summaries], axis=0)
+    check_not_constant(np.max([s.col_max for s in summaries], axis=0) - col_min, sum(s.rows for s in summaries),
+                       label)
     if metric != "auto":
         return resolve_metric(np.zeros((1, 1)), metric)
-    rows = sum(s[3] for s in summaries)
-    return metric_for(min(s[0] for s in summaries), sum(s[1] * s[3] for s in summaries) / rows,
-                      all(s[2] for s in summaries))
+    rows = sum(s.rows for s in summaries)
+    return metric_for(min(s.min_value for s in summaries), sum(s.zero_fraction * s.rows for s in summaries) / rows,
+                      all(s.integer for s in summaries))
 
 
 def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarray, n_nearest: int,
@@ -124,9 +141,8 @@ def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarra
 
 
 def _tree_sum(items: list[Delayed]) -> Delayed:
-    """Pairwise (log-depth) sum of delayed values; tuples add elementwise."""
-    add = dask.delayed(lambda a, b: tuple(map(operator.add, a, b)) if isinstance(a, tuple) else a + b,
-                       pure=True)
+    """Pairwise (log-depth) sum of delayed values."""
+    add = dask.delayed(operator.add, pure=True)
     while len(items) > 1:
         items = [add(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
     return items[0]
@@ -158,8 +174,8 @@ def _compute(client: Any, *objs: Any) -> tuple:
 
 def _gram_embedding(Zc: list[Any], k: int, seed: int) -> Delayed:
     """Delayed n x k embedding of the anchor graph given by row blocks Zc (method "gram")."""
-    pieces = dask.delayed(anchor_factor_pieces, pure=True)(_tree_sum([dask.delayed(anchor_gram_stats, pure=True)(z)
-                                                                for z in Zc]))
+    sums = _tree_sum([dask.delayed(anchor_column_sums, pure=True)(z) for z in Zc])
+    pieces = dask.delayed(anchor_factor_pieces, pure=True)(sums)
     S = _tree_sum([dask.delayed(anchor_scaled_gram, pure=True)(z, pieces) for z in Zc])
     T = dask.delayed(anchor_gram_transform, pure=True)(S, k, seed)
     return dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
@@ -169,8 +185,8 @@ def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k
                      client: Any) -> list[np.ndarray]:
     """Embedding of each job (row blocks, chunks, m) via tsqr of the row-chunked C (method "tsqr");
     jobs run concurrently (each eigvecs_from_factor call computes twice)."""
-    stats = [_tree_sum([dask.delayed(anchor_gram_stats, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
-    pieces = [anchor_factor_pieces(s) for s in _compute(client, *stats)]
+    sums = [_tree_sum([dask.delayed(anchor_column_sums, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
+    pieces = [anchor_factor_pieces(s) for s in _compute(client, *sums)]
 
     def run(job: tuple, piece: dict) -> np.ndarray:
         Zc, chunks, m = job
@@ -205,7 +221,8 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    path, v, n, k = str(store.path), store.n_views, store.n_samples, int(n_clusters)
+    path, v, n = str(store.path.resolve()), store.n_views, store.n_samples
+    k = check_n_clusters(n_clusters, n)
     seeds = [int(s) for s in np.random.SeedSequence(random_state).generate_state(v + 2)]
     m = min(int(n_landmarks), n)
     lambda2 = float(k * order) if lambda2 is None else float(lambda2)
@@ -249,7 +266,8 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
                                                                  landmark_init))
         mins, lms = _compute(client, mins, lms)
         metrics = metric if isinstance(metric, list) else [metric] * v
-        resolved = [_view_metric(mn, mt) for mn, mt in zip(mins, metrics)]
+        resolved = [_view_metric(mn, mt, f"view {p} ({store.view_names[p]!r})")
+                    for p, (mn, mt) in enumerate(zip(mins, metrics))]
         return {"metrics": {"metrics": resolved}, **{f"L{p}": lms[p] for p in range(v)}}
 
     lm = stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], landmarks)

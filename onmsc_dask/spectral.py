@@ -89,22 +89,22 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
 
 
 # The anchor operator split by rows: anchor_factor(Z) = anchor_factor_rows(Z, anchor_factor_pieces(
-# anchor_gram_stats(Z))); the row sums (anchor_gram_stats, anchor_scaled_gram) add over row chunks, which is
-# how outofcore.py runs them chunk by chunk.
+# anchor_column_sums(Z))); the sums over rows (anchor_column_sums, anchor_scaled_gram) add over row chunks,
+# which is how outofcore.py runs them chunk by chunk.
 #
 # Every order has the same eigenvectors: rows of Z sum to 1, so A 1 = Z Lambda^-1 Z^T 1 = Z 1 = 1, hence
 # D = diag(A^o 1) = I and G^(o) = A^o, whose top-k eigenvectors are A's (A is PSD, so powers keep the order of
 # its eigenvalues). H^(o) = H^(1) for every o, and the anchor solver computes it once per view.
 
 
-def anchor_gram_stats(Z: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
-    """Column sums Lambda = Z^T 1 and the sparse Z^T Z of a row block (both add over row blocks)."""
-    return np.asarray(Z.sum(axis=0)).ravel(), (Z.T @ Z).tocsr()
+def anchor_column_sums(Z: sp.csr_matrix) -> np.ndarray:
+    """Column sums Lambda = Z^T 1 of a row block (they add over row blocks)."""
+    return np.asarray(Z.sum(axis=0)).ravel()
 
 
-def anchor_factor_pieces(stats: tuple[np.ndarray, sp.csr_matrix]) -> dict[str, np.ndarray]:
-    """The m-sized parts of anchor_factor: Lambda^-1/2 and u = B^T 1, so that the degrees are A 1 = B u."""
-    lam, _ = stats
+def anchor_factor_pieces(lam: np.ndarray) -> dict[str, np.ndarray]:
+    """The m-sized parts of anchor_factor from Lambda: Lambda^-1/2 and u = B^T 1, so that the degrees are
+    A 1 = B u."""
     scale = np.where(lam > 0, 1.0 / np.sqrt(np.where(lam > 0, lam, 1.0)), 0.0)
     return {"scale": scale, "u": scale * lam}
 
@@ -144,7 +144,7 @@ def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarr
 def anchor_factor(Z: sp.spmatrix) -> np.ndarray:
     """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2: C = D^-1/2 B, D = A 1."""  # Eqs. 2-3
     Z = sp.csr_matrix(Z, dtype=np.float64)
-    return anchor_factor_rows(Z, anchor_factor_pieces(anchor_gram_stats(Z)))
+    return anchor_factor_rows(Z, anchor_factor_pieces(anchor_column_sums(Z)))
 
 
 def eigvecs_from_factor(C, k: int) -> np.ndarray:

@@ -149,11 +149,18 @@ class MultiViewStore:
     def copy(self, path: str | os.PathLike, *, stages: bool = True, overwrite: bool = False) -> "MultiViewStore":
         """Copy the store file by file (no view is read whole) to `path`; ``stages=False`` leaves out the stage
         results, so every stage of a run on the copy is computed."""
-        path = Path(path)
+        path, source = Path(path), self.path.resolve()
+        target = path.resolve()
+        if target == source or source in target.parents or target in source.parents:
+            raise ValueError(f"cannot copy store {self.path} to {path}: the target is the store, inside it or "
+                             "contains it")
         _prepare_target(path, overwrite)
+        partial = path.with_name(path.name + ".partial")  # renamed when complete: no half-copied store opens
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial, ignore=None if stages else
+                        lambda d, names: ["stages"] if Path(d) == source else [])
         shutil.rmtree(path, ignore_errors=True)
-        shutil.copytree(self.path, path, ignore=None if stages else
-                        lambda d, names: ["stages"] if Path(d) == self.path else [])
+        partial.rename(path)
         return MultiViewStore(path)
 
     # ------------------------------------------------------------------ views

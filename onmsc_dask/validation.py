@@ -19,29 +19,45 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
         X = X.compute()
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        values = X.data
     else:
         X = np.array(X, dtype=np.float64, copy=True, order="C")
         if X.ndim == 1:
             raise ValueError(f"{label}: expected a 2-D array (samples x features), got 1-D; use X.reshape(-1, 1)")
         if X.ndim != 2:
             raise ValueError(f"{label}: expected a 2-D array (samples x features), got {X.ndim}-D")
-        values = X
     n, d = X.shape
     if n == 0:
         raise ValueError(f"{label}: is empty (0 samples)")
     if d == 0:
         raise ValueError(f"{label}: has zero features (shape {X.shape})")
+    check_finite(X, label)
+    col_min, col_max = column_range(X)
+    check_not_constant(col_max - col_min, n, label)
+    return X
+
+
+def check_finite(X, label: str, first_row: int = 0) -> None:
+    """Raise naming `label` and a few rows (numbered from `first_row`) if X holds NaN or infinite values."""
+    values = X.data if sp.issparse(X) else X
     bad = ~np.isfinite(values)
     if bad.any():
         kind = "NaN" if np.isnan(values).any() else "infinite"
         rows = np.unique(np.nonzero(bad)[0])[:5] if not sp.issparse(X) else np.unique(X.tocoo().row[bad.ravel()])[:5]
-        raise ValueError(f"{label}: contains {kind} values (e.g. in rows {rows.tolist()}); impute or drop them first")
-    spread = X.max(axis=0) - X.min(axis=0)
-    spread = spread.toarray().ravel() if sp.issparse(spread) else np.asarray(spread).ravel()
-    if n > 1 and not (spread > 0).any():
-        raise ValueError(f"{label}: is constant (every sample has the same features), so it carries no cluster information")
-    return X
+        raise ValueError(f"{label}: contains {kind} values (e.g. in rows {(rows + first_row).tolist()}); impute or "
+                         "drop them first")
+
+
+def column_range(X) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column minimum and maximum of a dense or sparse matrix (they combine over row chunks)."""
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    return tuple(np.asarray(a.toarray() if sp.issparse(a) else a, dtype=np.float64).ravel() for a in (lo, hi))
+
+
+def check_not_constant(spread: np.ndarray, n_samples: int, label: str) -> None:
+    """Raise if no column varies (spread = column max - min) over more than one sample."""
+    if n_samples > 1 and not (spread > 0).any():
+        raise ValueError(f"{label}: is constant (every sample has the same features), so it carries no cluster "
+                         "information")
 
 
 def zero_rows(X) -> np.ndarray:

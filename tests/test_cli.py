@@ -37,7 +37,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert set(report["metrics"]) == {"acc", "nmi", "purity", "ari"}
     assert report["metrics"]["acc"] > 0.85  # measured 0.885 (random_state 0)
     assert report["resolved"]["n_clusters"] == 10 and report["resolved"]["n_workers"] == 2
-    assert report["resolved"]["embedding"] == "exact"
+    assert report["resolved"]["embedding"] == "exact" and report["resolved"]["pipeline"] == "in_memory"
     assert list(report["view_weights"]) == names
     assert sum(report["view_weights"].values()) == pytest.approx(1.0)
     objective = np.array(report["objective"])
@@ -65,12 +65,17 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     assert np.load(out / "labels.npy").shape == (90,)
 
 
+def _files(root) -> list[tuple]:
+    """Every file below `root` with its size and modification time."""
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
 def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler, monkeypatch, capsys):
     """With the anchor solver a .zarr input is copied file by file and fitted by outofcore.fit_store: no view is
     read whole, and the user's store gets no stage results."""
     views, y = _blobs(60)
     given = MultiViewStore.create(tmp_path / "given.zarr", views, y, view_names=["a", "b"], chunk_rows=50)
-    before = sorted(p.relative_to(given.path) for p in given.path.rglob("*"))
+    before = _files(given.path)
 
     def no_whole_view(self, p):
         raise AssertionError("a view was read whole")
@@ -81,7 +86,8 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     err = capsys.readouterr().err
     assert "stage 1/5 landmarks ..." in err and "stage 5/5 labels computed in" in err  # progress as it runs
     report = json.loads((out / "report.json").read_text())
-    assert report["resolved"]["embedding"] == "anchor (out of core)" and report["resolved"]["lambda2"] == 6.0
+    assert report["resolved"]["embedding"] == "anchor" and report["resolved"]["pipeline"] == "out_of_core"
+    assert report["resolved"]["lambda2"] == 6.0
     assert report["metrics"]["acc"] > 0.95 and report["converged"] is True
     assert set(report["timings"]["fit_stages"]) == {"landmarks", "anchor_graph", "embeddings", "fusion", "labels"}
     assert list(report["view_weights"]) == ["a", "b"]
@@ -90,7 +96,7 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     run_store = MultiViewStore(out / "views.zarr")
     assert {"landmarks", "anchor_graph", "embeddings", "fusion", "labels", "onmsc"} <= set(run_store.stages())
     np.testing.assert_array_equal(run_store.read_result("onmsc", "labels"), np.load(out / "labels.npy"))
-    assert sorted(p.relative_to(given.path) for p in given.path.rglob("*")) == before  # input untouched
+    assert _files(given.path) == before  # input untouched
     assert main(["run", "--data", str(out / "views.zarr"), "--out", str(out), "--scheduler", scheduler,
                  "--embedding", "anchor"]) == 0
     assert "stage 3/5 embeddings read from the store (resumed)" in capsys.readouterr().err
@@ -103,6 +109,10 @@ def test_unlabelled_data_needs_n_clusters(tmp_path, scheduler, capsys):
     np.savez(data, view0=views[0], view1=views[1])
     assert main(["run", "--data", str(data), "--out", str(tmp_path / "a")]) == 2
     assert "--n-clusters" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()  # nothing created for invalid input
+    store = MultiViewStore.create(tmp_path / "unlabelled.zarr", views)
+    assert main(["run", "--data", str(store.path), "--out", str(tmp_path / "s")]) == 2
+    assert "--n-clusters" in capsys.readouterr().err and not (tmp_path / "s").exists()
     assert main(["run", "--data", str(data), "--out", str(tmp_path / "b"), "--n-clusters", "3",
                  "--scheduler", scheduler]) == 0
     report = json.loads((tmp_path / "b" / "report.json").read_text())

@@ -379,3 +379,36 @@ def test_idx_header_claiming_a_huge_size_is_a_value_error(tmp_path, dims):
     path.write_bytes(b"\0\0\x08\x03" + struct.pack(">III", *dims) + bytes(100))
     with pytest.raises(ValueError, match="truncated IDX file"):
         read_idx(path)
+
+
+def test_fit_store_rejects_bad_views_naming_them_before_any_stage(tmp_path):
+    """Out of core, the landmark stage's single read of each chunk checks it: infinite values and a view that
+    is constant over all chunks are ValueErrors naming the view; a bad k fails before anything is computed."""
+    views = _digits3(300)
+    store = MultiViewStore.create(tmp_path / "inf.zarr", views, view_names=["a", "b", "c"], chunk_rows=100)
+    zarr.open_array(store.path / "views" / "1", mode="r+")[207, 3] = np.inf
+    with pytest.raises(ValueError, match=r"view 1 \('b'\): contains infinite values \(e.g. in rows \[207\]\)"):
+        fit_store(store, 10, **OOC)
+    assert store.stages() == {}
+    constant = [views[0], np.full((300, 4), 2.5), views[2]]
+    store = MultiViewStore.create(tmp_path / "const.zarr", constant, chunk_rows=100)
+    with pytest.raises(ValueError, match=r"view 1 .*is constant"):
+        fit_store(store, 10, **OOC)
+    for k in (1, 300):
+        with pytest.raises(ValueError, match="n_clusters"):
+            fit_store(store, k, **OOC)
+    assert store.stages() == {}
+
+
+def test_fit_store_landmarks_equal_in_memory_select_landmarks(tmp_path):
+    """With a landmark sample smaller than n the chunked sample is the in-memory one, for both inits."""
+    from onmsc_dask.graph import select_landmarks
+
+    views = _digits3(300)
+    store = MultiViewStore.create(tmp_path / "l.zarr", views, chunk_rows=70)
+    seeds = [int(s) for s in np.random.SeedSequence(0).generate_state(len(views) + 2)]
+    for init in ("random", "k-means++"):
+        fit_store(store, 10, landmark_init=init, landmark_sample=120, n_landmarks=40, random_state=0, n_init=3)
+        for p, X in enumerate(views):
+            np.testing.assert_allclose(store.read_result("landmarks", f"L{p}"),
+                                       select_landmarks(X.astype(np.float64), 40, seeds[p], 120, init), atol=1e-6)

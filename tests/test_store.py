@@ -228,3 +228,34 @@ def test_inputs_not_modified(tmp_path):
             assert a.dtype == b.dtype
             np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(store.read_view(2).toarray(), duplicates.toarray())
+
+
+def test_copy_with_and_without_stages(tmp_path, rng):
+    view = rng.normal(size=(N, 3))
+    store = MultiViewStore.create(tmp_path / "s.zarr", [view, _sparse(rng)], np.arange(N) % 3, chunk_rows=20)
+    store.write_result("fit", "x", np.arange(4.0), {"a": 1})
+    store.mark_complete("fit")
+    full = store.copy(tmp_path / "full.zarr")
+    np.testing.assert_array_equal(full.read_view(0), view)
+    assert (full.read_view(1) != store.read_view(1)).nnz == 0
+    np.testing.assert_array_equal(full.labels, store.labels)
+    assert full.has_stage("fit", {"a": 1}, ["x"])
+    bare = store.copy(tmp_path / "bare.zarr", stages=False)
+    assert bare.stages() == {} and bare.view_names == store.view_names
+    assert not (tmp_path / "bare.zarr.partial").exists()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        store.copy(tmp_path / "bare.zarr")
+    assert store.copy(tmp_path / "bare.zarr", overwrite=True).has_stage("fit", {"a": 1}, ["x"])
+
+
+def test_copy_refuses_itself_its_inside_and_its_parent(tmp_path, rng):
+    store = MultiViewStore.create(tmp_path / "d" / "s.zarr", [rng.normal(size=(N, 2))])
+    for target in (store.path, store.path / "views" / "copy.zarr", tmp_path / "d"):
+        with pytest.raises(ValueError, match="inside it or contains it"):
+            store.copy(target, overwrite=True)
+    np.testing.assert_array_equal(MultiViewStore(store.path).read_view(0).shape, (N, 2))  # source intact
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not a zarr store"):
+        store.copy(tmp_path / "other", overwrite=True)
+    assert (tmp_path / "other" / "keep.txt").exists()
