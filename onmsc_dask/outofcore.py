@@ -124,12 +124,11 @@ def _chunk_scan(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> tu
 
 def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> str:
     """The view's metric (graph.resolve_metric) from its chunk summaries, after checking it is not constant."""
-    col_min = np.min([s.col_min for s in summaries], axis=0)
-    check_not_constant(np.max([s.col_max for s in summaries], axis=0) - col_min, sum(s.rows for s in summaries),
-                       label)
+    rows = sum(s.rows for s in summaries)
+    spread = np.max([s.col_max for s in summaries], axis=0) - np.min([s.col_min for s in summaries], axis=0)
+    check_not_constant(spread, rows, label)
     if metric != "auto":
         return resolve_metric(np.zeros((1, 1)), metric)
-    rows = sum(s.rows for s in summaries)
     return metric_for(min(s.min_value for s in summaries), sum(s.zero_fraction * s.rows for s in summaries) / rows,
                       all(s.integer for s in summaries))
 

@@ -127,3 +127,18 @@ def test_pipeline_script_on_mnist_t10k(tmp_path):
     for name in ("report.json", "convergence.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert time.perf_counter() - t0 < 120
+
+
+def test_sparse_count_view_equals_in_memory_anchor(tmp_path):
+    """A stored CSR bag-of-words-like view is read chunk by chunk, gets the 'counts' metric from its chunk
+    summaries like in memory, and gives the in-memory estimator's labels."""
+    views, y = _views(400)
+    rng = np.random.default_rng(3)
+    counts = sp.csr_matrix(rng.poisson(0.04, size=(400, 300)) * (np.arange(400)[:, None] % 2 + 1)).astype(float)
+    views = [views[0], counts]
+    store = MultiViewStore.create(tmp_path / "sparse.zarr", views, y, chunk_rows=90)
+    assert store.is_sparse(1)
+    est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, random_state=0).fit(views)
+    res = fit_store(store, 10, **PARAMS)
+    assert res.metrics == est.metric_ == ["cosine", "counts"]
+    np.testing.assert_array_equal(res.labels, est.labels_)
