@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="spectral embedding solver (default: auto)")
     run.add_argument("--order", type=_positive_int, default=2, help="largest Laplacian order O (default: 2)")
     run.add_argument("--n-neighbors", type=_positive_int, help="kNN graph neighbours N (default: from n and k)")
+    run.add_argument("--n-landmarks", type=_positive_int, default=1000,
+                     help="landmarks m of the anchor graph, and Nystrom columns (default: 1000)")
     run.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=_positive_int, default=2, help="LocalCluster worker processes (default: 2)")
     return parser
@@ -140,14 +142,14 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     if solver == "anchor":
         if args.n_neighbors is not None:
             log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
-        r = fit_store(store, n_clusters, order=args.order, random_state=args.random_state, client=client,
-                      progress=lambda line: log(f"  {line}"))
+        r = fit_store(store, n_clusters, order=args.order, n_landmarks=args.n_landmarks,
+                      random_state=args.random_state, client=client, progress=lambda line: log(f"  {line}"))
         return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
                              "pipeline": "out_of_core", "metric": r.metrics}}
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
-                  random_state=args.random_state).fit([store.read_view(p) for p in range(store.n_views)])
+                  n_landmarks=args.n_landmarks, random_state=args.random_state).fit([store.read_view(p) for p in range(store.n_views)])
     return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
@@ -207,7 +209,8 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                     "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)],
                     "n_classes": None if y is None else int(len(np.unique(y)))},
         "parameters": {"n_clusters": args.n_clusters, "embedding": args.embedding, "order": args.order,
-                       "n_neighbors": args.n_neighbors, "random_state": args.random_state,
+                       "n_neighbors": args.n_neighbors, "n_landmarks": args.n_landmarks,
+                       "random_state": args.random_state,
                        "workers": None if args.scheduler else args.workers, "scheduler": args.scheduler},
         "resolved": resolved | {"n_workers": n_workers},
         "metrics": metrics,

@@ -82,12 +82,13 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     monkeypatch.setattr(MultiViewStore, "read_view", no_whole_view)
     out = tmp_path / "run"
     assert main(["run", "--data", str(given.path), "--out", str(out), "--scheduler", scheduler,
-                 "--embedding", "anchor"]) == 0
+                 "--embedding", "anchor", "--n-landmarks", "40"]) == 0
     err = capsys.readouterr().err
     assert "stage 1/5 landmarks ..." in err and "stage 5/5 labels computed in" in err  # progress as it runs
     report = json.loads((out / "report.json").read_text())
     assert report["resolved"]["embedding"] == "anchor" and report["resolved"]["pipeline"] == "out_of_core"
-    assert report["resolved"]["lambda2"] == 6.0
+    assert report["resolved"]["lambda2"] == 6.0 and report["resolved"]["n_landmarks"] == 40
+    assert MultiViewStore(out / "views.zarr").read_result("landmarks", "L0").shape == (40, 4)
     assert report["metrics"]["acc"] > 0.95 and report["converged"] is True
     assert set(report["timings"]["fit_stages"]) == {"landmarks", "anchor_graph", "embeddings", "fusion", "labels"}
     assert list(report["view_weights"]) == ["a", "b"]
@@ -98,7 +99,7 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     np.testing.assert_array_equal(run_store.read_result("onmsc", "labels"), np.load(out / "labels.npy"))
     assert _files(given.path) == before  # input untouched
     assert main(["run", "--data", str(out / "views.zarr"), "--out", str(out), "--scheduler", scheduler,
-                 "--embedding", "anchor"]) == 0
+                 "--embedding", "anchor", "--n-landmarks", "40"]) == 0
     assert "stage 3/5 embeddings read from the store (resumed)" in capsys.readouterr().err
     np.testing.assert_array_equal(np.load(out / "labels.npy"), run_store.read_result("onmsc", "labels"))
 
