@@ -149,7 +149,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
                              "pipeline": "out_of_core", "metric": r.metrics}}
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
-                  n_landmarks=args.n_landmarks, random_state=args.random_state).fit([store.read_view(p) for p in range(store.n_views)])
+                  n_landmarks=args.n_landmarks, random_state=args.random_state)
+    model.fit([store.read_view(p) for p in range(store.n_views)])
     return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
@@ -166,8 +167,6 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
 
     timings = {}
     t = time.perf_counter()
-    if args.data is not None and not args.data.exists():
-        raise FileNotFoundError(f"{args.data}: no such file or directory")
     store, source, n_clusters = _open_store(args, log)
     y = store.labels
     timings["load_and_store"] = time.perf_counter() - t
