@@ -52,7 +52,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too).
     n_init : k-means restarts on H*.
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
-        few thousand; docs/early_fusion.md).
+        few thousand; docs/early_fusion.md). Its ``embedding_`` is P Lambda, the matrix the labels are k-means of.
     alpha : early fusion's diversity weight; ``"auto"`` = tr R / tr M (docs/early_fusion.md).
     random_state : seed; the same seed gives the same labels on any number of workers.
     """
@@ -139,7 +139,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                               max_iter=self.max_iter, random_state=self.random_state)
         r = ef.result
         self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
-        self.labels_, self.inertia_, self.embedding_ = ef.labels, ef.inertia, r.embedding
+        self.labels_, self.inertia_, self.embedding_ = ef.labels, ef.inertia, r.affinity_embedding
         self.view_weights_, self.alpha_, self.objective_ = r.view_weights, r.alpha, np.array(r.objective)
         self.n_iter_, self.converged_ = r.n_iter, r.converged
         self.timings_ = {"total": time.perf_counter() - t0}

@@ -38,6 +38,12 @@ class EarlyFusionResult:
     n_iter: int = 0
     converged: bool = False
 
+    @property
+    def affinity_embedding(self) -> np.ndarray:
+        """P Lambda: its rows are those of the learned affinity P Lambda P^T up to the isometry P^T, so k-means
+        on it clusters the learned affinity (= H = P when every lambda_i is clipped at 1)."""
+        return self.P * self.Lambda
+
 
 def trace_matrices(ops: list[list[NormalizedHighOrderAffinity]]) -> tuple[np.ndarray, np.ndarray]:
     """Exact R_pq = sum_o tr(G_p^(o) G_q^(o)) and M_pq = sum_o <A_p^o, A_q^o>_F / (||A_p^o||_F ||A_q^o||_F),
@@ -155,13 +161,15 @@ class EarlyFusionFit:
 
 def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | str = "auto",
                      n_neighbors: int | None = None, metric: str | Sequence[str] = "auto", joint: bool = True,
-                     n_init: int = 10, tol: float = 1e-4, max_iter: int = 100,
+                     n_init: int = 10, tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
                      random_state: int | None = None) -> EarlyFusionFit:
-    """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels on H (``ONMSC(fusion="early")``)."""
+    """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
+    learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md)."""
     if not isinstance(order, (int, np.integer)) or order < 1:
         raise ValueError(f"order must be a positive integer, got {order!r}")
     graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state)
     res = early_fusion(graphs, n_clusters, order, alpha, joint=joint, tol=tol, max_iter=max_iter,
                        random_state=0 if random_state is None else random_state)
-    labels, inertia = assign_labels(res.embedding, n_clusters, n_init=n_init, random_state=random_state)
+    X = res.affinity_embedding if lambda_scaled else res.embedding
+    labels, inertia = assign_labels(X, n_clusters, n_init=n_init, random_state=random_state)
     return EarlyFusionFit(labels, inertia, res, graphs, metrics, N)

@@ -105,3 +105,10 @@ def test_fit_early_fusion_clusters_digits():
     fit = fit_early_fusion(views, K, order=2, random_state=0)
     assert fit.labels.shape == y.shape and fit.result.converged
     assert accuracy(y, fit.labels) > 0.6  # chance is about 0.12
+
+
+def test_affinity_embedding_is_the_learned_affinity_up_to_isometry(graphs):
+    res = early_fusion(graphs[0], K, 2)
+    X, S = res.affinity_embedding, res.P @ np.diag(res.Lambda) @ res.P.T  # rows of S = rows of X times P^T
+    np.testing.assert_allclose(X @ res.P.T, S, atol=1e-10)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), np.linalg.norm(S, axis=1), atol=1e-10)
