@@ -31,14 +31,16 @@ def gradient_histograms(images: np.ndarray, cell: int = 4, stride: int = 2, n_bi
     low = np.floor(position).astype(int) % n_bins
     frac = position - np.floor(position)
     one_hot = np.eye(n_bins)
-    votes = (magnitude * (1 - frac))[..., None] * one_hot[low] + (magnitude * frac)[..., None] * one_hot[(low + 1) % n_bins]
+    votes = ((magnitude * (1 - frac))[..., None] * one_hot[low]
+             + (magnitude * frac)[..., None] * one_hot[(low + 1) % n_bins])
     cells = [votes[:, i:i + cell, j:j + cell].sum(axis=(1, 2))
              for i in range(0, h - cell + 1, stride) for j in range(0, w - cell + 1, stride)]
     features = np.concatenate(cells, axis=1)
     return features / np.maximum(np.linalg.norm(features, axis=1, keepdims=True), 1e-12)
 
 
-def radial_zoning(images: np.ndarray, ring_edges: tuple[float, ...] = RING_EDGES, n_sectors: int = N_BINS) -> np.ndarray:
+def radial_zoning(images: np.ndarray, ring_edges: tuple[float, ...] = RING_EDGES,
+                  n_sectors: int = N_BINS) -> np.ndarray:
     """Polar zoning view: mean ink in each zone of (len(ring_edges) + 1) rings x ``n_sectors`` sectors.
 
     Rings are centred on the image centre; sectors are centred on the compass directions (0, 45, ...
