@@ -12,15 +12,16 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
 from .graph import build_graph, resolve_graph_inputs
-from .fusion import late_fusion
+from .fusion import eigenvalue_scaled, late_fusion
 from .selection import select_fusion
-from .spectral import average_graph_embedding, embed_graph, resolve_solver
+from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
 
 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int):
-    """Graph and H_p^(o), o = 1..order, of one view (one Dask task)."""
+    """Graph, H_p^(o) and their eigenvalues, o = 1..order, of one view (one Dask task)."""
     graph = build_graph(X, solver, random_state=seed, **graph_params)
-    return graph, embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed)
+    H = embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed)
+    return graph, H, embedding_eigenvalues(graph, solver, H)
 
 
 def _as_views(views):
@@ -54,6 +55,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
         few thousand; docs/early_fusion.md). Its ``embedding_`` is P Lambda, the matrix the labels are k-means of.
     alpha : early fusion's diversity weight; ``"auto"`` = tr R / tr M (docs/early_fusion.md).
+    eigenvalue_scaling : late fusion of H_p^(o) (Lambda_p^(o))^1/2, the rank-k factors of the G_p^(o), instead of
+        the bare eigenvectors H_p^(o) (the paper's form, ``False``); docs/defaults.md. The ``"select"`` search
+        always fuses the bare eigenvectors, on which its criterion was measured.
     random_state : seed; the same seed gives the same labels on any number of workers.
     """
 
@@ -61,7 +65,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  lambda1: float | str = "auto", lambda2: float | str = "auto", embedding: str = "auto",
                  metric: str | Sequence[str] = "auto", n_landmarks: int = 1000, n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
-                 alpha: float | str = "auto", random_state: int | None = None):
+                 alpha: float | str = "auto", eigenvalue_scaling: bool = True, random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -76,6 +80,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.tol = tol
         self.fusion = fusion
         self.alpha = alpha
+        self.eigenvalue_scaling = eigenvalue_scaling
         self.random_state = random_state
 
     def fit(self, views, y=None):
@@ -101,8 +106,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                                       int(s)) for X, m, s in zip(views, self.metric_, seeds)]
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
-        H = np.stack([h for _, h in results])
-        F = average_graph_embedding([g for g, _ in results], solver, k, n_landmarks=graph_params["n_landmarks"],
+        H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
+        F = average_graph_embedding([g for g, *_ in results], solver, k, n_landmarks=graph_params["n_landmarks"],
                                     random_state=int(seeds[-2]))
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
@@ -116,7 +121,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self.order_ = self.order
             self.lambda1_ = self._fixed_lambda(self.lambda1, 1.0)
             self.lambda2_ = self._fixed_lambda(self.lambda2, float(k * self.order))
-            fused = late_fusion(H, F, self.lambda1_, self.lambda2_, tol=self.tol, max_iter=self.max_iter)
+            fusion_input = eigenvalue_scaled(H, self.view_eigenvalues_) if self.eigenvalue_scaling else H
+            fused = late_fusion(fusion_input, F, self.lambda1_, self.lambda2_, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()
         self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,
                                                     random_state=int(seeds[-1]))

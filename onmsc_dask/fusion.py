@@ -68,6 +68,12 @@ def simplex_qp(M: np.ndarray, f: np.ndarray, tol: float = 1e-12, max_iter: int =
     return mu / mu.sum()
 
 
+def eigenvalue_scaled(H: np.ndarray, eigenvalues: np.ndarray) -> np.ndarray:
+    """H_p^(o) (Lambda_p^(o))^1/2 for H (v, O, n, k) and eigenvalues (v, O, k): the factor of the best rank-k
+    approximation of G_p^(o), so that directions a graph supports weakly weigh less (docs/defaults.md)."""
+    return H * np.sqrt(np.clip(eigenvalues, 0.0, None))[:, :, None, :]
+
+
 @dataclass
 class LateFusionResult:
     embedding: np.ndarray  # H*, n x k

@@ -28,11 +28,12 @@ from dask.delayed import Delayed
 from distributed import WorkerPlugin
 
 from .assign import assign_labels
-from .fusion import late_fusion
+from .fusion import eigenvalue_scaled, late_fusion
 from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_for, resolve_metric,
                     value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
-                       anchor_column_sums, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor)
+                       anchor_column_sums, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor,
+                       embedding_eigenvalues)
 from .store import MultiViewStore
 from .validation import check_finite, check_n_clusters, check_not_constant, column_range
 
@@ -202,7 +203,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
               n_nearest_landmarks: int = 3, metric: str | list[str] = "auto", lambda1: float = 1.0,
               lambda2: float | None = None, n_init: int = 10, random_state: int | None = None,
               client: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
-              method: str = "gram", tol: float = 1e-4, max_iter: int = 100,
+              method: str = "gram", tol: float = 1e-4, max_iter: int = 100, eigenvalue_scaling: bool = True,
               progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
@@ -230,7 +231,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
     params["embeddings"] = {**params["anchor_graph"], "n_clusters": k, "order": order, "method": method}
     params["fusion"] = {**params["embeddings"], "lambda1": lambda1, "lambda2": lambda2, "tol": tol,
-                        "max_iter": max_iter}
+                        "max_iter": max_iter, "eigenvalue_scaling": eigenvalue_scaling}
     params["labels"] = {**params["fusion"], "n_init": n_init}
     timings: dict[str, float] = {}
     computed: list[str] = []
@@ -298,7 +299,10 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     emb = stage("embeddings", ["H", "F"], embeddings)
 
     def fusion() -> dict[str, Any]:
-        fused = late_fusion(emb["H"], emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
+        H = emb["H"]
+        if eigenvalue_scaling:
+            H = eigenvalue_scaled(H, np.stack([embedding_eigenvalues(Zs[f"Z{p}"], "anchor", H[p]) for p in range(v)]))
+        fused = late_fusion(H, emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
         return {"embedding": fused.embedding, "view_weights": fused.view_weights,
                 "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 

@@ -168,6 +168,18 @@ def anchor_embedding(Z: sp.spmatrix, k: int) -> np.ndarray:
     return eigvecs_from_factor(anchor_factor(Z), k)
 
 
+def embedding_eigenvalues(graph: sp.csr_matrix, solver: str, H: np.ndarray) -> np.ndarray:
+    """Rayleigh quotients diag(H^(o)T G^(o) H^(o)) of embeddings H (orders, n, k) of one view's graph, shape
+    (orders, k): the eigenvalues of G^(o) when H^(o) are its eigenvectors. For an anchor graph G^(o) = A^o with
+    A = C C^T (degrees 1), so they are the o-th powers of ||C^T h||^2."""
+    if solver == "anchor":
+        Z = sp.csr_matrix(graph, dtype=np.float64)
+        B, inv_sqrt = anchor_scaled_rows(Z, anchor_factor_pieces(anchor_column_sums(Z)))
+        first = ((B.T @ (inv_sqrt[:, None] * H[0])) ** 2).sum(axis=0)  # ||C^T h||^2, C = D^-1/2 B
+        return np.stack([first ** (o + 1) for o in range(len(H))])
+    return np.stack([np.einsum("nk,nk->k", h, NormalizedHighOrderAffinity(graph, o + 1) @ h) for o, h in enumerate(H)])
+
+
 def embed_graph(graph: sp.csr_matrix, solver: str, k: int, orders: int, *, n_landmarks: int = 0,
                 random_state: int | None = None) -> np.ndarray:
     """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``), shape (orders, n, k)."""

@@ -110,7 +110,8 @@ def test_clone_and_get_params():
     params = est.get_params()
     assert params == {"n_clusters": 5, "n_neighbors": 12, "order": 3, "lambda1": 0.5, "lambda2": 7.0,
                       "embedding": "anchor", "metric": ["cosine"], "n_landmarks": 50, "n_nearest_landmarks": 4,
-                      "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto", "random_state": 42}
+                      "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
+                      "eigenvalue_scaling": True, "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
     twin.set_params(order=1, n_clusters=3)
@@ -263,3 +264,19 @@ def test_early_fusion_objective_non_increasing(small_digits):
     est = ONMSC(10, fusion="early", random_state=0).fit(views)
     assert np.all(np.diff(est.objective_) <= 1e-9 * np.abs(est.objective_[:-1]))
     assert est.labels_.shape == (240,)
+
+
+def test_eigenvalue_scaling_fuses_the_rank_k_factors(small_digits):
+    """Default: late fusion of H_p^(o) Lambda^1/2 (view_eigenvalues_ = the Rayleigh quotients, <= 1);
+    eigenvalue_scaling=False fuses the bare eigenvectors, the paper's form."""
+    from onmsc_dask.fusion import eigenvalue_scaled, late_fusion
+
+    views, _ = small_digits
+    for scaling in (True, False):
+        m = ONMSC(10, eigenvalue_scaling=scaling, random_state=0).fit(views)
+        lam = m.view_eigenvalues_
+        assert lam.shape == (3, 2, 10) and np.all(lam <= 1 + 1e-9)
+        np.testing.assert_allclose(lam[:, 1], lam[:, 1].clip(0), atol=1e-9)  # order 2: eigenvalues of a square
+        H = eigenvalue_scaled(m.view_embeddings_, lam) if scaling else m.view_embeddings_
+        ref = late_fusion(H, m.average_embedding_, m.lambda1_, m.lambda2_)
+        np.testing.assert_allclose(m.embedding_, ref.embedding, atol=1e-10)

@@ -14,7 +14,8 @@ from scipy.stats import ortho_group
 from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
-from onmsc_dask.fusion import alignment_matrix, combine, late_fusion, objective, polar, simplex_qp
+from onmsc_dask.fusion import (alignment_matrix, combine, eigenvalue_scaled, late_fusion, objective, polar,
+                               simplex_qp)
 from onmsc_dask.graph import view_affinity
 from onmsc_dask.spectral import average_graph_embedding, embed_graph
 
@@ -302,3 +303,16 @@ def test_late_fusion_rejects_nonpositive_lambda2(digits_embeddings):
     H, F, _ = digits_embeddings
     with pytest.raises(ValueError, match="lambda2"):
         late_fusion(H, F, 1.0, 0.0)
+
+
+def test_eigenvalue_scaled_is_the_rank_k_factor_and_fusion_stays_monotone(digits_embeddings):
+    """H Lambda^1/2 (H Lambda^1/2)^T = H Lambda H^T, negative eigenvalues clipped; Algorithm 1 on the scaled
+    embeddings keeps a non-decreasing objective."""
+    H, F, *_ = digits_embeddings
+    v, O, _, k = H.shape
+    lam = np.random.default_rng(0).uniform(-0.1, 1.0, size=(v, O, k))
+    Hs = eigenvalue_scaled(H, lam)
+    P = Hs[1, 0] @ Hs[1, 0].T
+    np.testing.assert_allclose(P, H[1, 0] @ np.diag(np.clip(lam[1, 0], 0, None)) @ H[1, 0].T, atol=1e-12)
+    res = late_fusion(Hs, F, 1.0, k * O, tol=0.0, max_iter=25)
+    assert np.all(np.diff(res.objective) >= -1e-9 * np.abs(res.objective).max())

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
                               select_landmarks)
 from onmsc_dask.spectral import (anchor_embedding, anchor_factor, average_graph_embedding, eigvecs_from_factor,
-                                 embed_graph, exact_embedding, nystrom_embedding, orthogonalize, randomized_eigh,
+                                 embed_graph, embedding_eigenvalues, exact_embedding, nystrom_embedding, orthogonalize, randomized_eigh,
                                  resolve_solver, top_eigenvectors)
 
 
@@ -225,6 +225,21 @@ def test_eigvecs_from_factor_dask_equals_numpy():
     assert isinstance(H_da, np.ndarray) and H_da.shape == H_np.shape
     np.testing.assert_allclose(H_da, H_np, atol=1e-10)  # sign convention makes them identical
     assert _projector_error(H_da, H_np) < 1e-10
+
+
+@pytest.mark.parametrize("solver", ["exact", "anchor"])
+def test_embedding_eigenvalues_are_the_dense_top_eigenvalues(solver):
+    """The Rayleigh quotients of each H^(o) are the top-k eigenvalues of the dense D^-1/2 A^o D^-1/2."""
+    if solver == "anchor":
+        graph, Ad = _anchor_data()
+    else:
+        graph = _knn_graph(150, seed=70)
+        Ad = graph.toarray()
+    H = embed_graph(graph, solver, K, 3, random_state=0)
+    vals = embedding_eigenvalues(graph, solver, H)
+    assert vals.shape == (3, K)
+    for o in range(3):
+        np.testing.assert_allclose(vals[o], _dense_top(_dense_G(Ad, o + 1), K)[0][:K], atol=1e-7)
 
 
 # --------------------------------------------------------------------------- dispatch
