@@ -52,6 +52,7 @@ class OutOfCoreResult:
     view_weights: np.ndarray  # mu, (v,)
     objective: np.ndarray  # J after each late-fusion iteration
     view_embeddings: np.ndarray  # H_p^(o), (v, O, n, k)
+    view_eigenvalues: np.ndarray  # their eigenvalues, (v, O, k) (spectral.embedding_eigenvalues)
     average_embedding: np.ndarray  # F, n x k
     metrics: list[str]  # resolved metric of each view
     converged: bool  # late fusion met its tolerance before max_iter
@@ -294,14 +295,14 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
             widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
             Hs = _tsqr_embeddings([(z, chunks, m_j) for z, m_j in zip(jobs, widths + [sum(widths)])], k, client)
         Hs = [_fix_signs(np.asarray(h)) for h in Hs]
-        return {"H": np.repeat(np.stack(Hs[:-1])[:, None], order, axis=1), "F": Hs[-1]}
+        H = np.repeat(np.stack(Hs[:-1])[:, None], order, axis=1)
+        lam = np.stack([embedding_eigenvalues(Zs[f"Z{p}"], "anchor", H[p]) for p in range(v)])
+        return {"H": H, "eigenvalues": lam, "F": Hs[-1]}
 
-    emb = stage("embeddings", ["H", "F"], embeddings)
+    emb = stage("embeddings", ["H", "eigenvalues", "F"], embeddings)
 
     def fusion() -> dict[str, Any]:
-        H = emb["H"]
-        if eigenvalue_scaling:
-            H = eigenvalue_scaled(H, np.stack([embedding_eigenvalues(Zs[f"Z{p}"], "anchor", H[p]) for p in range(v)]))
+        H = eigenvalue_scaled(emb["H"], emb["eigenvalues"]) if eigenvalue_scaling else emb["H"]
         fused = late_fusion(H, emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
         return {"embedding": fused.embedding, "view_weights": fused.view_weights,
                 "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
@@ -313,6 +314,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
 
     lab = stage("labels", ["labels"], labels)
     return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], view_weights=fus["view_weights"],
-                           objective=fus["objective"], view_embeddings=emb["H"], average_embedding=emb["F"],
+                           objective=fus["objective"], view_embeddings=emb["H"],
+                           view_eigenvalues=emb["eigenvalues"], average_embedding=emb["F"],
                            metrics=metrics, converged=bool(fus["converged"]), parameters=params["labels"],
                            timings=timings, computed_stages=computed)

@@ -10,6 +10,7 @@ from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
 from onmsc_dask.api import ONMSC
+from onmsc_dask.fusion import eigenvalue_scaled, late_fusion
 from onmsc_dask.metrics import accuracy
 
 #: measured ACC on these views with the defaults (exact solver): 0.825 (full digits); bar a few points lower
@@ -269,8 +270,6 @@ def test_early_fusion_objective_non_increasing(small_digits):
 def test_eigenvalue_scaling_fuses_the_rank_k_factors(small_digits):
     """Default: late fusion of H_p^(o) Lambda^1/2 (view_eigenvalues_ = the Rayleigh quotients, <= 1);
     eigenvalue_scaling=False fuses the bare eigenvectors, the paper's form."""
-    from onmsc_dask.fusion import eigenvalue_scaled, late_fusion
-
     views, _ = small_digits
     for scaling in (True, False):
         m = ONMSC(10, eigenvalue_scaling=scaling, random_state=0).fit(views)
