@@ -163,9 +163,12 @@ def eigvecs_from_factor(C, k: int) -> np.ndarray:
     return _fix_signs(np.asarray(H))
 
 
-def anchor_embedding(Z: sp.spmatrix, k: int) -> np.ndarray:
-    """H^(o) of an anchor graph, the same for every order o (see above)."""
-    return eigvecs_from_factor(anchor_factor(Z), k)
+def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) -> np.ndarray:
+    """H^(o) of an anchor graph, the same for every order o (see above), from the sparse m x m Gram matrix
+    C^T C (as outofcore.py's default ``"gram"`` method; O(n r^2), against O(n m^2) for the QR of C)."""
+    Z = sp.csr_matrix(Z, dtype=np.float64)
+    pieces = anchor_factor_pieces(anchor_column_sums(Z))
+    return anchor_embed_rows(Z, pieces, anchor_gram_transform(anchor_scaled_gram(Z, pieces), k, random_state))
 
 
 def embedding_eigenvalues(graph: sp.csr_matrix, solver: str, H: np.ndarray) -> np.ndarray:
@@ -184,7 +187,7 @@ def embed_graph(graph: sp.csr_matrix, solver: str, k: int, orders: int, *, n_lan
                 random_state: int | None = None) -> np.ndarray:
     """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``), shape (orders, n, k)."""
     if solver == "anchor":
-        return np.repeat(anchor_embedding(graph, k)[None], orders, axis=0)
+        return np.repeat(anchor_embedding(graph, k, random_state)[None], orders, axis=0)
     if solver == "nystrom":
         return np.stack([nystrom_embedding(graph, k, o, n_landmarks, random_state=random_state)
                          for o in range(1, orders + 1)])
@@ -195,6 +198,6 @@ def average_graph_embedding(graphs: list[sp.csr_matrix], solver: str, k: int, *,
                             random_state: int | None = None) -> np.ndarray:
     """F: first-order embedding of the average affinity (1/v) sum_p A_p (the anchor one stacks the B_p)."""
     if solver == "anchor":
-        return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k)
+        return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k, random_state)
     return embed_graph(sum(graphs) / len(graphs), solver, k, 1, n_landmarks=n_landmarks,
                        random_state=random_state)[0]

@@ -225,6 +225,7 @@ def test_eigvecs_from_factor_dask_equals_numpy():
     assert isinstance(H_da, np.ndarray) and H_da.shape == H_np.shape
     np.testing.assert_allclose(H_da, H_np, atol=1e-10)  # sign convention makes them identical
     assert _projector_error(H_da, H_np) < 1e-10
+    assert _projector_error(anchor_embedding(Z, K), H_np) < 1e-7  # the Gram route spans the same subspace
 
 
 @pytest.mark.parametrize("solver", ["exact", "anchor"])
