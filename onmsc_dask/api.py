@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Sequence
 
 import dask
@@ -12,7 +13,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
 from .graph import build_graph, resolve_graph_inputs
-from .fusion import eigenvalue_scaled, late_fusion
+from .fusion import eigenvalue_scaled, late_fusion, related_views, unrelated_message
 from .selection import select_fusion
 from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
 
@@ -58,6 +59,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     eigenvalue_scaling : late fusion of H_p^(o) (Lambda_p^(o))^1/2, the rank-k factors of the G_p^(o), instead of
         the bare eigenvectors H_p^(o) (the paper's form, ``False``); docs/defaults.md. The ``"select"`` search
         always fuses the bare eigenvectors, on which its criterion was measured.
+    drop_unrelated_views : leave out of the fusion and of the average graph every view whose cluster directions
+        share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
+        structure), with a warning; its weight is 0.
     random_state : seed; the same seed gives the same labels on any number of workers.
     """
 
@@ -65,7 +69,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  lambda1: float | str = "auto", lambda2: float | str = "auto", embedding: str = "auto",
                  metric: str | Sequence[str] = "auto", n_landmarks: int = 1000, n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
-                 alpha: float | str = "auto", eigenvalue_scaling: bool = True, random_state: int | None = None):
+                 alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
+                 random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -81,6 +86,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.fusion = fusion
         self.alpha = alpha
         self.eigenvalue_scaling = eigenvalue_scaling
+        self.drop_unrelated_views = drop_unrelated_views
         self.random_state = random_state
 
     def fit(self, views, y=None):
@@ -107,11 +113,13 @@ class ONMSC(ClusterMixin, BaseEstimator):
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
-        F = average_graph_embedding([g for g, *_ in results], solver, k, n_landmarks=graph_params["n_landmarks"],
-                                    random_state=int(seeds[-2]))
+        self.related_views_ = self._related(H)
+        used = np.flatnonzero(self.related_views_)
+        F = average_graph_embedding([results[p][0] for p in used], solver, k,
+                                    n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
-            best, candidates = select_fusion(H, F, k, lambda1=self._fixed_lambda(self.lambda1, 1.0),
+            best, candidates = select_fusion(H[used], F, k, lambda1=self._fixed_lambda(self.lambda1, 1.0),
                                              lambda2=self._fixed_lambda(self.lambda2, float(k * self.order)),
                                              tol=self.tol, max_iter=self.max_iter, random_state=int(seeds[-2]))
             self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
@@ -122,16 +130,27 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self.lambda1_ = self._fixed_lambda(self.lambda1, 1.0)
             self.lambda2_ = self._fixed_lambda(self.lambda2, float(k * self.order))
             fusion_input = eigenvalue_scaled(H, self.view_eigenvalues_) if self.eigenvalue_scaling else H
-            fused = late_fusion(fusion_input, F, self.lambda1_, self.lambda2_, tol=self.tol, max_iter=self.max_iter)
+            fused = late_fusion(fusion_input[used], F, self.lambda1_, self.lambda2_, tol=self.tol,
+                                max_iter=self.max_iter)
         t3 = time.perf_counter()
         self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,
                                                     random_state=int(seeds[-1]))
-        self.embedding_, self.view_weights_ = fused.embedding, fused.view_weights
+        self.embedding_, self.view_weights_ = fused.embedding, np.zeros(len(H))
+        self.view_weights_[used] = fused.view_weights
         self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
         return self
+
+    def _related(self, H: np.ndarray) -> np.ndarray:
+        """fusion.related_views (all True when drop_unrelated_views is off), warning about each dropped view."""
+        if not self.drop_unrelated_views:
+            return np.ones(len(H), bool)
+        keep, best = related_views(H)
+        for p in np.flatnonzero(~keep):
+            warnings.warn(unrelated_message(p, best[p], H.shape[2], H.shape[3]), stacklevel=3)
+        return keep
 
     @staticmethod
     def _fixed_lambda(value, auto: float) -> float | None:

@@ -31,6 +31,39 @@ def alignment_matrix(H: np.ndarray) -> np.ndarray:
     return np.triu(M) + np.triu(M, 1).T
 
 
+UNRELATED_FACTOR = 3.0  # a view is unrelated if it shares < 3x the chance alignment with every other view
+
+
+def shared_structure(H: np.ndarray) -> np.ndarray:
+    """s_pq = ||U_p^T U_q||_F^2 / (k - 1) for U_p the first-order H_p without its top (trivial, degree)
+    eigenvector, H of shape (v, O, n, k): the share of the cluster directions two views have in common (1 for
+    the same subspace; (k - 1) / n expected for independent random subspaces)."""
+    U = H[:, 0, :, 1:]
+    k1 = max(U.shape[-1], 1)
+    C = np.einsum("pnk,qnj->pqkj", U, U, optimize=True)
+    return (C**2).sum(axis=(2, 3)) / k1
+
+
+def related_views(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mask of the views that share more than UNRELATED_FACTOR x the chance level (k - 1) / n of their
+    cluster directions with at least one other view, and each view's largest sharing. A view unrelated to all
+    others (e.g. noise) is what the diversity term -lambda2 mu^T M mu rewards most, so it is left out of the
+    fusion (docs/defaults.md); if no view is related to another, all are kept."""
+    v, _, n, k = H.shape
+    S = shared_structure(H)
+    np.fill_diagonal(S, -np.inf)
+    best = S.max(axis=1) if v > 1 else np.full(v, np.inf)
+    keep = best > UNRELATED_FACTOR * (k - 1) / n
+    return (keep if keep.any() else np.ones(v, bool)), best
+
+
+def unrelated_message(view, best: float, n: int, k: int) -> str:
+    """Warning for a view dropped by related_views."""
+    return (f"view {view} shares no cluster structure with any other view (largest share of its cluster "
+            f"directions {best:.3g}, chance level {(k - 1) / n:.3g}); it is left out of the fusion and of the "
+            "average graph (weight 0)")
+
+
 def simplex_qp(M: np.ndarray, f: np.ndarray, tol: float = 1e-12, max_iter: int = 1000) -> np.ndarray:
     """Exact minimiser of mu^T M mu - f^T mu s.t. sum(mu) = 1, mu >= 0 (M PSD), by a primal active-set
     method (Nocedal & Wright, Alg. 16.3) started at the best vertex."""  # Eq. 15

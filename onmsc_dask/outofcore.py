@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -28,7 +29,7 @@ from dask.delayed import Delayed
 from distributed import WorkerPlugin
 
 from .assign import assign_labels
-from .fusion import eigenvalue_scaled, late_fusion
+from .fusion import eigenvalue_scaled, late_fusion, related_views, unrelated_message
 from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_for, resolve_metric,
                     value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -53,7 +54,8 @@ class OutOfCoreResult:
     objective: np.ndarray  # J after each late-fusion iteration
     view_embeddings: np.ndarray  # H_p^(o), (v, O, n, k)
     view_eigenvalues: np.ndarray  # their eigenvalues, (v, O, k) (spectral.embedding_eigenvalues)
-    average_embedding: np.ndarray  # F, n x k
+    average_embedding: np.ndarray  # F, n x k, of the related views
+    related_views: np.ndarray  # (v,) bool, views kept by fusion.related_views (the others have weight 0)
     metrics: list[str]  # resolved metric of each view
     converged: bool  # late fusion met its tolerance before max_iter
     parameters: dict[str, Any]  # every parameter of the run as given, lambda2 resolved
@@ -205,7 +207,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
               lambda2: float | None = None, n_init: int = 10, random_state: int | None = None,
               client: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
               method: str = "gram", tol: float = 1e-4, max_iter: int = 100, eigenvalue_scaling: bool = True,
-              progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
+              drop_unrelated_views: bool = True, progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
     Parameters are those of ``ONMSC(embedding="anchor")``; in addition
@@ -230,7 +232,8 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     params = {"landmarks": {"n_landmarks": m, "metric": metric, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
-    params["embeddings"] = {**params["anchor_graph"], "n_clusters": k, "order": order, "method": method}
+    params["embeddings"] = {**params["anchor_graph"], "n_clusters": k, "order": order, "method": method,
+                            "drop_unrelated_views": drop_unrelated_views}
     params["fusion"] = {**params["embeddings"], "lambda1": lambda1, "lambda2": lambda2, "tol": tol,
                         "max_iter": max_iter, "eigenvalue_scaling": eigenvalue_scaling}
     params["labels"] = {**params["fusion"], "n_init": n_init}
@@ -284,27 +287,39 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
 
     Zs = stage("anchor_graph", [f"Z{p}" for p in range(v)], anchor_graph)
 
-    def embeddings() -> dict[str, Any]:
-        chunks = store.row_chunks(0)
-        Zc = [_split(path, p, chunks) for p in range(v)]
-        stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
-        jobs = Zc + [stacked]  # each view once (its H^(o) is the same for every order), then F
+    def embed(jobs: list[list[Any]], widths: list[int]) -> list[np.ndarray]:
+        """Anchor embeddings of the graphs given by row blocks (one list per graph) with `method`."""
         if method == "gram":
             Hs = _compute(client, *[_gram_embedding(z, k, seeds[-2]) for z in jobs])
         else:
-            widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
-            Hs = _tsqr_embeddings([(z, chunks, m_j) for z, m_j in zip(jobs, widths + [sum(widths)])], k, client)
-        Hs = [_fix_signs(np.asarray(h)) for h in Hs]
-        H = np.repeat(np.stack(Hs[:-1])[:, None], order, axis=1)
-        lam = np.stack([embedding_eigenvalues(Zs[f"Z{p}"], "anchor", H[p]) for p in range(v)])
-        return {"H": H, "eigenvalues": lam, "F": Hs[-1]}
+            Hs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], k, client)
+        return [_fix_signs(np.asarray(h)) for h in Hs]
 
-    emb = stage("embeddings", ["H", "eigenvalues", "F"], embeddings)
+    def embeddings() -> dict[str, Any]:
+        Zc = [_split(path, p, store.row_chunks(0)) for p in range(v)]
+        widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
+        H = np.repeat(np.stack(embed(Zc, widths))[:, None], order, axis=1)  # H^(o) is the same for every order
+        related = np.ones(v, bool)
+        if drop_unrelated_views:
+            related, best = related_views(H)
+            for p in np.flatnonzero(~related):
+                warnings.warn(unrelated_message(f"{p} ({store.view_names[p]!r})", best[p], n, k), stacklevel=3)
+        used = np.flatnonzero(related)
+        stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs)
+                   for zs in zip(*[Zc[p] for p in used])]
+        F = embed([stacked], [sum(widths[p] for p in used)])[0]
+        lam = np.stack([embedding_eigenvalues(Zs[f"Z{p}"], "anchor", H[p]) for p in range(v)])
+        return {"H": H, "eigenvalues": lam, "F": F, "related": related}
+
+    emb = stage("embeddings", ["H", "eigenvalues", "F", "related"], embeddings)
+    used = np.flatnonzero(emb["related"])
 
     def fusion() -> dict[str, Any]:
         H = eigenvalue_scaled(emb["H"], emb["eigenvalues"]) if eigenvalue_scaling else emb["H"]
-        fused = late_fusion(H, emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
-        return {"embedding": fused.embedding, "view_weights": fused.view_weights,
+        fused = late_fusion(H[used], emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
+        mu = np.zeros(v)
+        mu[used] = fused.view_weights
+        return {"embedding": fused.embedding, "view_weights": mu,
                 "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 
     fus = stage("fusion", ["embedding", "view_weights", "objective", "converged"], fusion)
@@ -316,5 +331,6 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], view_weights=fus["view_weights"],
                            objective=fus["objective"], view_embeddings=emb["H"],
                            view_eigenvalues=emb["eigenvalues"], average_embedding=emb["F"],
+                           related_views=np.asarray(emb["related"], bool),
                            metrics=metrics, converged=bool(fus["converged"]), parameters=params["labels"],
                            timings=timings, computed_stages=computed)

@@ -14,8 +14,8 @@ from scipy.stats import ortho_group
 from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
-from onmsc_dask.fusion import (alignment_matrix, combine, eigenvalue_scaled, late_fusion, objective, polar,
-                               simplex_qp)
+from onmsc_dask.fusion import (UNRELATED_FACTOR, alignment_matrix, combine, eigenvalue_scaled, late_fusion,
+                               objective, polar, related_views, shared_structure, simplex_qp)
 from onmsc_dask.graph import view_affinity
 from onmsc_dask.spectral import average_graph_embedding, embed_graph
 
@@ -316,3 +316,28 @@ def test_eigenvalue_scaled_is_the_rank_k_factor_and_fusion_stays_monotone(digits
     np.testing.assert_allclose(P, H[1, 0] @ np.diag(np.clip(lam[1, 0], 0, None)) @ H[1, 0].T, atol=1e-12)
     res = late_fusion(Hs, F, 1.0, k * O, tol=0.0, max_iter=25)
     assert np.all(np.diff(res.objective) >= -1e-9 * np.abs(res.objective).max())
+
+
+def test_shared_structure_excludes_the_trivial_direction_and_related_views_flags_noise(digits_embeddings):
+    """s_pq ignores the top (degree) eigenvector; a random view shares only chance ((k-1)/n) with the digit views
+    and is flagged, the digit views share far more and are kept."""
+    H, *_ = digits_embeddings
+    v, O, n, k = H.shape
+    rng = np.random.default_rng(0)
+    trivial = H[0, :, :, :1]  # the same top direction as view 0, random cluster directions
+    noise = np.linalg.qr(np.concatenate([trivial[0], rng.normal(size=(n, k - 1))], axis=1))[0]
+    Hn = np.concatenate([H, np.repeat(noise[None, None], O, axis=1)])
+    S = shared_structure(Hn)
+    np.testing.assert_allclose(S, S.T, atol=1e-12)
+    np.testing.assert_allclose(np.diag(S), 1.0, atol=1e-10)
+    assert S[v, :v].max() < UNRELATED_FACTOR * (k - 1) / n < 0.2 < S[:v, :v][~np.eye(v, dtype=bool)].min()
+    keep, best = related_views(Hn)
+    assert keep.tolist() == [True] * v + [False] and best[v] == S[v, :v].max()
+
+
+def test_related_views_keeps_all_when_none_is_related():
+    rng = np.random.default_rng(1)
+    H = np.stack([_orthonormal(rng, 400, 5)[None] for _ in range(3)])
+    keep, best = related_views(H)
+    assert keep.all() and (best < UNRELATED_FACTOR * 4 / 400).all()
+    assert related_views(H[:1])[0].tolist() == [True]  # a single view is always used

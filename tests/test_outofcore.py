@@ -60,6 +60,21 @@ def test_equals_in_memory_anchor(store, method):
     assert res.metrics == est.metric_
 
 
+def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
+    views, y = _views()
+    views = views + [np.random.default_rng(0).uniform(size=(len(y), 12))]
+    store = MultiViewStore.create(tmp_path / "noisy.zarr", views, y, chunk_rows=128)
+    with pytest.warns(UserWarning, match="view 3 .* shares no cluster structure"):
+        res = fit_store(store, 10, **PARAMS)
+    with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
+        est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, random_state=0).fit(views)
+    assert res.related_views.tolist() == est.related_views_.tolist() == [True, True, True, False]
+    np.testing.assert_allclose(_projection(res.average_embedding), _projection(est.average_embedding_), atol=1e-8)
+    np.testing.assert_allclose(res.view_weights, est.view_weights_, atol=1e-8)
+    np.testing.assert_array_equal(res.labels, est.labels_)
+    assert fit_store(store, 10, **PARAMS).computed_stages == []  # the mask is a stored result too
+
+
 def test_resume_skips_completed_and_recomputes_affected(store):
     first = fit_store(store, 10, **PARAMS)
     assert first.computed_stages == ["landmarks", "anchor_graph", "embeddings", "fusion", "labels"]
