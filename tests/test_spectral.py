@@ -14,8 +14,8 @@ from threadpoolctl import threadpool_limits
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
                               select_landmarks)
 from onmsc_dask.spectral import (anchor_embedding, anchor_factor, average_graph_embedding, eigvecs_from_factor,
-                                 embed_graph, embedding_eigenvalues, exact_embedding, nystrom_embedding, orthogonalize, randomized_eigh,
-                                 resolve_solver, top_eigenvectors)
+                                 embed_graph, embedding_eigenvalues, exact_embedding, nystrom_embedding,
+                                 orthogonalize, randomized_eigh, resolve_solver, top_eigenvectors)
 
 
 @pytest.fixture(autouse=True, scope="module")
