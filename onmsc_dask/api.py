@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from collections.abc import Sequence
 
 import dask
@@ -13,7 +12,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
 from .graph import build_graph, resolve_graph_inputs
-from .fusion import eigenvalue_scaled, late_fusion, related_views, unrelated_message
+from .fusion import eigenvalue_scaled, late_fusion, warn_unrelated
 from .selection import select_fusion
 from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
 
@@ -113,7 +112,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
-        self.related_views_ = self._related(H)
+        self.related_views_ = warn_unrelated(H) if self.drop_unrelated_views else np.ones(len(H), bool)
         used = np.flatnonzero(self.related_views_)
         F = average_graph_embedding([results[p][0] for p in used], solver, k,
                                     n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
@@ -143,15 +142,6 @@ class ONMSC(ClusterMixin, BaseEstimator):
                          "kmeans": time.perf_counter() - t3}
         return self
 
-    def _related(self, H: np.ndarray) -> np.ndarray:
-        """fusion.related_views (all True when drop_unrelated_views is off), warning about each dropped view."""
-        if not self.drop_unrelated_views:
-            return np.ones(len(H), bool)
-        keep, best = related_views(H)
-        for p in np.flatnonzero(~keep):
-            warnings.warn(unrelated_message(p, best[p], H.shape[2], H.shape[3]), stacklevel=3)
-        return keep
-
     @staticmethod
     def _fixed_lambda(value, auto: float) -> float | None:
         """``"auto"`` -> the documented rule, ``"select"`` -> None (searched), a number -> itself."""
@@ -161,9 +151,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself)."""
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
                               n_neighbors=self.n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
-                              max_iter=self.max_iter, random_state=self.random_state)
+                              max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
+                              random_state=self.random_state)
         r = ef.result
         self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
+        self.related_views_ = ef.related
         self.labels_, self.inertia_, self.embedding_ = ef.labels, ef.inertia, r.affinity_embedding
         self.view_weights_, self.alpha_, self.objective_ = r.view_weights, r.alpha, np.array(r.objective)
         self.n_iter_, self.converged_ = r.n_iter, r.converged

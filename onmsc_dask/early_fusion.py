@@ -19,9 +19,9 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from .assign import assign_labels
-from .fusion import simplex_qp
+from .fusion import simplex_qp, warn_unrelated
 from .graph import NormalizedHighOrderAffinity, resolve_graph_inputs, view_affinity
-from .spectral import top_eigenvectors
+from .spectral import exact_embedding, top_eigenvectors
 
 #: floats per column block of the exact trace computation (v x n x b <= this), about 32 MB
 TRACE_BLOCK_FLOATS = 2**22
@@ -157,19 +157,29 @@ class EarlyFusionFit:
     affinities: list[sp.csr_matrix]
     metric: list[str]
     n_neighbors: int
+    related: np.ndarray  # views kept by fusion.related_views (the others have weight 0)
 
 
 def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | str = "auto",
                      n_neighbors: int | None = None, metric: str | Sequence[str] = "auto", joint: bool = True,
                      n_init: int = 10, tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
-                     random_state: int | None = None) -> EarlyFusionFit:
+                     drop_unrelated_views: bool = True, random_state: int | None = None) -> EarlyFusionFit:
     """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
-    learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md)."""
+    learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
+    ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views)."""
     if not isinstance(order, (int, np.integer)) or order < 1:
         raise ValueError(f"order must be a positive integer, got {order!r}")
     graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state)
-    res = early_fusion(graphs, n_clusters, order, alpha, joint=joint, tol=tol, max_iter=max_iter,
-                       random_state=0 if random_state is None else random_state)
+    seed = 0 if random_state is None else random_state
+    related = np.ones(len(graphs), bool)
+    if drop_unrelated_views and len(graphs) > 1:
+        related = warn_unrelated(np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]))
+    used = np.flatnonzero(related)
+    res = early_fusion([graphs[p] for p in used], n_clusters, order, alpha, joint=joint, tol=tol,
+                       max_iter=max_iter, random_state=seed)
+    mu = np.zeros(len(graphs))
+    mu[used] = res.view_weights
+    res.view_weights = mu
     X = res.affinity_embedding if lambda_scaled else res.embedding
     labels, inertia = assign_labels(X, n_clusters, n_init=n_init, random_state=random_state)
-    return EarlyFusionFit(labels, inertia, res, graphs, metrics, N)
+    return EarlyFusionFit(labels, inertia, res, graphs, metrics, N, related)

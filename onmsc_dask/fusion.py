@@ -9,6 +9,7 @@ tr(H_p^T H_q) changes with the arbitrary signs of eigenvectors.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,11 +58,16 @@ def related_views(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (keep if keep.any() else np.ones(v, bool)), best
 
 
-def unrelated_message(view, best: float, n: int, k: int) -> str:
-    """Warning for a view dropped by related_views."""
-    return (f"view {view} shares no cluster structure with any other view (largest share of its cluster "
-            f"directions {best:.3g}, chance level {(k - 1) / n:.3g}); it is left out of the fusion and of the "
-            "average graph (weight 0)")
+def warn_unrelated(H: np.ndarray, names: list[str] | None = None) -> np.ndarray:
+    """related_views' mask, with a warning naming each view it leaves out."""
+    keep, best = related_views(H)
+    n, k = H.shape[2:]
+    for p in np.flatnonzero(~keep):
+        view = p if names is None else f"{p} ({names[p]!r})"
+        warnings.warn(f"view {view} shares no cluster structure with any other view (largest share of its cluster "
+                      f"directions {best[p]:.3g}, chance level {(k - 1) / n:.3g}); it is left out of the fusion and "
+                      "of the average graph (weight 0)", stacklevel=3)
+    return keep
 
 
 def simplex_qp(M: np.ndarray, f: np.ndarray, tol: float = 1e-12, max_iter: int = 1000) -> np.ndarray:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import operator
 import time
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -29,7 +28,7 @@ from dask.delayed import Delayed
 from distributed import WorkerPlugin
 
 from .assign import assign_labels
-from .fusion import eigenvalue_scaled, late_fusion, related_views, unrelated_message
+from .fusion import eigenvalue_scaled, late_fusion, warn_unrelated
 from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_for, resolve_metric,
                     value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -299,11 +298,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         Zc = [_split(path, p, store.row_chunks(0)) for p in range(v)]
         widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
         H = np.repeat(np.stack(embed(Zc, widths))[:, None], order, axis=1)  # H^(o) is the same for every order
-        related = np.ones(v, bool)
-        if drop_unrelated_views:
-            related, best = related_views(H)
-            for p in np.flatnonzero(~related):
-                warnings.warn(unrelated_message(f"{p} ({store.view_names[p]!r})", best[p], n, k), stacklevel=3)
+        related = warn_unrelated(H, store.view_names) if drop_unrelated_views else np.ones(v, bool)
         used = np.flatnonzero(related)
         stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs)
                    for zs in zip(*[Zc[p] for p in used])]
