@@ -147,7 +147,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
-                             "pipeline": "out_of_core", "metric": r.metrics}}
+                             "pipeline": "out_of_core", "metric": r.metrics,
+                             "related_views": r.related_views.tolist()}}
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_landmarks=args.n_landmarks, random_state=args.random_state)
     model.fit([store.read_view(p) for p in range(store.n_views)])
@@ -156,7 +157,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
             "stages": model.timings_,
             "resolved": {"n_clusters": n_clusters, "n_neighbors": model.n_neighbors_,
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
-                         "lambda1": model.lambda1_, "lambda2": model.lambda2_}}
+                         "lambda1": model.lambda1_, "lambda2": model.lambda2_,
+                         "related_views": model.related_views_.tolist()}}
 
 
 def run(args: argparse.Namespace, log: _Log) -> dict:

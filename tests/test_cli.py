@@ -38,6 +38,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert report["metrics"]["acc"] > 0.85  # measured 0.885 (random_state 0)
     assert report["resolved"]["n_clusters"] == 10 and report["resolved"]["n_workers"] == 2
     assert report["resolved"]["embedding"] == "exact" and report["resolved"]["pipeline"] == "in_memory"
+    assert report["resolved"]["related_views"] == [True, True, True]
     assert list(report["view_weights"]) == names
     assert sum(report["view_weights"].values()) == pytest.approx(1.0)
     objective = np.array(report["objective"])
@@ -88,6 +89,7 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     report = json.loads((out / "report.json").read_text())
     assert report["resolved"]["embedding"] == "anchor" and report["resolved"]["pipeline"] == "out_of_core"
     assert report["resolved"]["lambda2"] == 6.0 and report["resolved"]["n_landmarks"] == 40
+    assert all(report["resolved"]["related_views"])
     assert MultiViewStore(out / "views.zarr").read_result("landmarks", "L0").shape == (40, 4)
     assert report["metrics"]["acc"] > 0.95 and report["converged"] is True
     assert set(report["timings"]["fit_stages"]) == {"landmarks", "anchor_graph", "embeddings", "fusion", "labels"}
