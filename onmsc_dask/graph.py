@@ -132,28 +132,34 @@ def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int 
     return np.sort(rng.choice(n_samples, size=min(n_samples, max(sample_size, n_landmarks)), replace=False))
 
 
-def landmark_centres(samples: list[np.ndarray], n_landmarks: int, seed: int | None, init: str = "random") -> np.ndarray:
-    """k-means centres (one start, 50 Lloyd iterations) of the sampled rows (dense blocks, concatenated)."""
+def landmark_centres(samples: list[np.ndarray], n_landmarks: int, seed: int | None, init: str = "random",
+                     metric: str = "euclidean") -> np.ndarray:
+    """k-means centres (one start, 50 Lloyd iterations) of the sampled rows (dense blocks, concatenated) in the
+    metric's space (``_prepare``: log1p for counts, unit rows for cosine and counts), where anchor_affinity
+    measures distances; unit-normalized for cosine and counts."""
     from sklearn.cluster import KMeans
 
     if init not in LANDMARK_INITS:
         raise ValueError(f"landmark init must be one of {LANDMARK_INITS}, got {init!r}")
-    sample = np.concatenate(samples)
+    sample = _prepare(np.concatenate(samples), metric)
     km = KMeans(min(n_landmarks, len(sample)), init=init, n_init=1, max_iter=50, random_state=seed)
-    return km.fit(sample).cluster_centers_
+    centres = km.fit(sample).cluster_centers_
+    return centres if metric == "euclidean" else _prepare(centres, "cosine")
 
 
 def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sample_size: int = 5000,
-                     init: str = "random") -> np.ndarray:
-    """The anchor points of an anchor graph: k-means centres of a uniform sample of rows (outofcore.py reads
-    the same sample chunk by chunk)."""
+                     init: str = "random", metric: str = "euclidean") -> np.ndarray:
+    """The anchor points of an anchor graph: k-means centres of a uniform sample of rows in the metric's space
+    (outofcore.py reads the same sample chunk by chunk)."""
     sample = X[landmark_rows(X.shape[0], n_landmarks, sample_size, random_state)]
-    return landmark_centres([sample.toarray() if sp.issparse(sample) else sample], n_landmarks, random_state, init)
+    return landmark_centres([sample.toarray() if sp.issparse(sample) else sample], n_landmarks, random_state, init,
+                            metric)
 
 
 def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:
-    """Z (n x m): each row links to its ``n_nearest`` landmarks with self-tuned Gaussian weights, rows sum to 1."""
-    Xm, L = _prepare(X, metric), _prepare(landmarks, metric)
+    """Z (n x m): each row links to its ``n_nearest`` landmarks (given in the metric's space, as landmark_centres
+    returns them) with self-tuned Gaussian weights, rows sum to 1."""
+    Xm, L = _prepare(X, metric), landmarks
     r = min(n_nearest, L.shape[0])
     dist, ind = NearestNeighbors(n_neighbors=r, algorithm="brute").fit(L).kneighbors(Xm)
     sigma = np.maximum(dist[:, -1:], np.finfo(float).eps) if r > 1 else np.ones((len(dist), 1))
@@ -208,7 +214,7 @@ def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: i
                 random_state: int | None = None) -> sp.csr_matrix:
     """The view's graph for ``solver``: the kNN affinity A (n x n), or the anchor matrix Z (n x m)."""
     if solver == "anchor":
-        landmarks = select_landmarks(X, n_landmarks, random_state)
+        landmarks = select_landmarks(X, n_landmarks, random_state, metric=metric)
         return anchor_affinity(X, landmarks, n_nearest_landmarks, metric)
     return view_affinity(X, n_neighbors, metric, random_state)
 

@@ -259,19 +259,19 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         return out
 
     def landmarks() -> dict[str, Any]:
-        mins, lms = [], []
+        view_metrics, lms = [], []
+        metrics = metric if isinstance(metric, list) else [metric] * v
         for p in range(v):  # graph.select_landmarks, its sample read chunk by chunk in parallel
             idx = landmark_rows(n, m, landmark_sample, seeds[p])
             scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(path, p, s, e, idx[(idx >= s) & (idx < e)])
                      for s, e in store.row_chunks(p)]
-            mins.append([summary for summary, _ in scans])
+            view_metric = dask.delayed(_view_metric, pure=True)([summary for summary, _ in scans], metrics[p],
+                                                                f"view {p} ({store.view_names[p]!r})")
+            view_metrics.append(view_metric)
             lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
-                                                                 landmark_init))
-        mins, lms = _compute(client, mins, lms)
-        metrics = metric if isinstance(metric, list) else [metric] * v
-        resolved = [_view_metric(mn, mt, f"view {p} ({store.view_names[p]!r})")
-                    for p, (mn, mt) in enumerate(zip(mins, metrics))]
-        return {"metrics": {"metrics": resolved}, **{f"L{p}": lms[p] for p in range(v)}}
+                                                                 landmark_init, view_metric))
+        resolved, lms = _compute(client, view_metrics, lms)
+        return {"metrics": {"metrics": list(resolved)}, **{f"L{p}": lms[p] for p in range(v)}}
 
     lm = stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], landmarks)
     metrics = lm["metrics"]["metrics"]

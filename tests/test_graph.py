@@ -335,3 +335,21 @@ def test_counts_metric_is_cosine_of_log1p():
     ind_l, dist_l = nearest_neighbors(np.log1p(X), 5, "cosine")
     np.testing.assert_array_equal(ind_c, ind_l)
     np.testing.assert_allclose(dist_c, dist_l)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "counts"])
+def test_landmarks_are_kmeans_centres_in_the_metric_space(metric):
+    """Anchors are k-means centres of the rows as anchor_affinity compares them (log1p for counts, unit rows),
+    not of the raw rows: the raw mean of counts is not a centre after log1p and normalization."""
+    from sklearn.cluster import KMeans
+
+    from onmsc_dask.graph import _prepare, landmark_rows
+
+    X = np.random.default_rng(0).poisson(0.3, size=(300, 40)) * np.arange(1, 41)  # long rows dominate raw means
+    L = select_landmarks(X, 8, random_state=0, sample_size=100, metric=metric)
+    np.testing.assert_allclose(np.linalg.norm(L, axis=1), 1.0)
+    sample = _prepare(X[landmark_rows(300, 8, 100, 0)].astype(float), metric)
+    ref = KMeans(8, init="random", n_init=1, max_iter=50, random_state=0).fit(sample).cluster_centers_
+    np.testing.assert_allclose(L, ref / np.linalg.norm(ref, axis=1, keepdims=True), atol=1e-12)
+    raw = KMeans(8, init="random", n_init=1, max_iter=50, random_state=0).fit(X[landmark_rows(300, 8, 100, 0)])
+    assert not np.allclose(L, _prepare(raw.cluster_centers_, metric), atol=1e-3)

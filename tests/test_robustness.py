@@ -409,6 +409,8 @@ def test_fit_store_landmarks_equal_in_memory_select_landmarks(tmp_path):
     seeds = [int(s) for s in np.random.SeedSequence(0).generate_state(len(views) + 2)]
     for init in ("random", "k-means++"):
         fit_store(store, 10, landmark_init=init, landmark_sample=120, n_landmarks=40, random_state=0, n_init=3)
+        metrics = store.read_result("landmarks", "metrics")["metrics"]
         for p, X in enumerate(views):
             np.testing.assert_allclose(store.read_result("landmarks", f"L{p}"),
-                                       select_landmarks(X.astype(np.float64), 40, seeds[p], 120, init), atol=1e-6)
+                                       select_landmarks(X.astype(np.float64), 40, seeds[p], 120, init, metrics[p]),
+                                       atol=1e-6)
