@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -70,9 +73,10 @@ def dct(images: np.ndarray, size: int = 12) -> np.ndarray:
 
 def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) -> MultiViewStore:
     """The three-view store of `data_dir`'s images (train split if present, else t10k), reused when it
-    already holds the same images."""
+    already holds the same images in chunks of `chunk_rows` rows."""
     split = "train" if any(data_dir.glob("train-images*")) else "t10k"
-    meta = {"source": str(data_dir.resolve()), "split": split, "limit": limit, "views": list(VIEW_NAMES)}
+    meta = {"source": str(data_dir.resolve()), "split": split, "limit": limit, "views": list(VIEW_NAMES),
+            "chunk_rows": chunk_rows}
     if path.exists():
         try:
             store = MultiViewStore(path)
@@ -87,6 +91,29 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
                                dtype=np.float32) for f in (pixels, hog, dct)]
     return MultiViewStore.create(path, views, y, view_names=list(VIEW_NAMES), chunk_rows=chunk_rows,
                                  metadata=meta, overwrite=True)
+
+
+def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
+    """evaluate(y, labels), or None when the data have no labels."""
+    return None if y is None else evaluate(y, labels)
+
+
+def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -> list[dict]:
+    """Fit each anchor number of SWEEP on its own copy of `store` without stages (so every stage is computed),
+    in a temporary directory next to the store (so workers that read the store read the copies), removed
+    afterwards: `store` keeps the main run's stages. Each copy has its own path, so no task key (which holds the
+    store path) of one sweep point matches another's."""
+    y, entries = store.labels, []
+    with tempfile.TemporaryDirectory(prefix="sweep-", dir=store.path.parent) as tmp:
+        for m in SWEEP:
+            copy = store.copy(Path(tmp) / f"m{m}.zarr", stages=False)
+            t = time.perf_counter()
+            r = fit_store(copy, args.n_clusters, order=args.order, n_landmarks=m, random_state=args.seed,
+                          client=client)
+            entries.append({"n_landmarks": m, "seconds": time.perf_counter() - t, "scores": score(y, r.labels)})
+            print(json.dumps(entries[-1]), flush=True)
+            shutil.rmtree(copy.path)  # one copy on disk at a time
+    return entries
 
 
 def make_client(args: argparse.Namespace):
@@ -115,17 +142,22 @@ def plot_convergence(objective: np.ndarray, path: Path) -> None:
 
 
 def plot_sweep(sweep: list[dict], path: Path) -> None:
+    """Scores (when the data have labels) and time against the anchor number."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     m = [s["n_landmarks"] for s in sweep]
-    fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for key in ("acc", "nmi", "purity"):
-        ax.plot(m, [s[key] for s in sweep], "o-", label=key.upper() if key != "purity" else "purity")
-    ax.set(xscale="log", xlabel="anchors m", ylabel="score", title="anchor-number sweep")
-    ax.legend()
+    scored = sweep[0]["scores"] is not None
+    fig, axes = plt.subplots(1, 1 + scored, figsize=(4.5 * (1 + scored), 3.5), squeeze=False)
+    if scored:
+        ax = axes[0, 0]
+        for key in ("acc", "nmi", "purity"):
+            ax.plot(m, [s["scores"][key] for s in sweep], "o-", label=key.upper() if key != "purity" else "purity")
+        ax.set(xscale="log", xlabel="anchors m", ylabel="score", title="anchor-number sweep")
+        ax.legend()
+    ax_t = axes[0, -1]
     ax_t.plot(m, [s["seconds"] for s in sweep], "o-")
     ax_t.set(xscale="log", yscale="log", xlabel="anchors m", ylabel="seconds", title="time")
     fig.tight_layout()
@@ -167,22 +199,13 @@ def main(argv: list[str] | None = None) -> dict:
                   "workers": len(client.scheduler_info()["workers"]), "store_seconds": t_store,
                   "fit_seconds": seconds, "stage_seconds": result.timings,
                   "computed_stages": result.computed_stages, "view_weights": result.view_weights.tolist(),
-                  "objective": result.objective.tolist()}
-        if store.labels is not None:
-            report["scores"] = evaluate(store.labels, result.labels)
+                  "objective": result.objective.tolist(), "scores": score(store.labels, result.labels)}
         if args.sweep:
-            report["sweep"] = []
-            for m in SWEEP:
-                t = time.perf_counter()
-                r = fit_store(store, args.n_clusters, order=args.order, n_landmarks=m, random_state=args.seed,
-                              client=client)
-                entry = {"n_landmarks": m, "seconds": time.perf_counter() - t, **evaluate(store.labels, r.labels)}
-                print(json.dumps(entry), flush=True)
-                report["sweep"].append(entry)
+            report["sweep"] = anchor_sweep(store, args, client)
             plot_sweep(report["sweep"], args.out_dir / "anchor_sweep.png")
     plot_convergence(result.objective, args.out_dir / "convergence.png")
     (args.out_dir / "report.json").write_text(json.dumps(report, indent=2))
-    scores = report.get("scores", {})
+    scores = report["scores"] or {}
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
     print("  ".join(f"{key.upper()}={scores[key]:.4f}" for key in ("acc", "nmi", "purity") if key in scores))
     print(f"store {t_store:.1f}s  fit {seconds:.1f}s  stages: "

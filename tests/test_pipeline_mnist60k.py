@@ -1,0 +1,96 @@
+"""pipelines/mnist60k.py on small generated MNIST-format IDX data: the anchor sweep leaves the main store's
+stages alone, unlabelled data run, and --chunk-rows rebuilds the store."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from distributed import LocalCluster
+
+from onmsc_dask.outofcore import STAGES
+from onmsc_dask.store import MultiViewStore
+
+ROOT = Path(__file__).resolve().parents[1]
+N, K = 240, 3
+ARGS = ["--limit", "200", "--n-clusters", str(K), "--n-landmarks", "40", "--chunk-rows", "80"]
+
+
+@pytest.fixture(scope="module")
+def mnist60k() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mnist60k_under_test", ROOT / "pipelines" / "mnist60k.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    """One small cluster for every run of the module (a LocalCluster per run would dominate the time)."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """`array` (uint8) as an IDX file: magic 0x0000 08 ndim, big-endian uint32 dims, then the bytes."""
+    data = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes() + array.tobytes()
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+
+
+def mnist_dir(path: Path, labels: bool = True) -> Path:
+    """N 28 x 28 images of K classes (a bright square in one of K places, plus noise) in IDX files."""
+    rng = np.random.default_rng(0)
+    y = np.arange(N) % K
+    images = rng.integers(0, 60, size=(N, 28, 28))
+    for c in range(K):
+        images[y == c, 4 + 6 * c:12 + 6 * c, 4 + 6 * c:12 + 6 * c] += 180
+    path.mkdir()
+    write_idx(path / "train-images-idx3-ubyte.gz", images.astype(np.uint8))
+    if labels:
+        write_idx(path / "train-labels-idx1-ubyte", y.astype(np.uint8))
+    return path
+
+
+def run(module: ModuleType, data: Path, out: Path, scheduler: str, *extra: str) -> dict:
+    return module.main(["--data-dir", str(data), "--out-dir", str(out), "--scheduler", scheduler, *ARGS, *extra])
+
+
+def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypatch):
+    monkeypatch.setattr(mnist60k, "SWEEP", (10, 20))
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    report = run(mnist60k, data, out, scheduler, "--sweep")
+    assert [s["n_landmarks"] for s in report["sweep"]] == [10, 20]
+    assert all(set(s["scores"]) >= {"acc", "nmi", "purity"} for s in report["sweep"])
+    assert report["scores"]["acc"] > 0.9
+    assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "report.json",
+                                                     "views.zarr"]  # the sweep's copies are removed
+    store = MultiViewStore(out / "views.zarr")
+    assert store.read_result("landmarks", "L0").shape[0] == 40
+    assert all(params["n_landmarks"] == 40 for params in store.stages().values())
+    again = run(mnist60k, data, out, scheduler)
+    assert again["computed_stages"] == [] and again["scores"] == report["scores"]
+
+
+def test_unlabelled_data(mnist60k, scheduler, tmp_path, monkeypatch):
+    monkeypatch.setattr(mnist60k, "SWEEP", (10,))
+    out = tmp_path / "out"
+    report = run(mnist60k, mnist_dir(tmp_path / "data", labels=False), out, scheduler, "--sweep")
+    assert report["scores"] is None and report["sweep"][0]["scores"] is None
+    assert MultiViewStore(out / "views.zarr").labels is None
+    assert json.loads((out / "report.json").read_text())["scores"] is None
+    assert (out / "anchor_sweep.png").stat().st_size > 0
+
+
+def test_other_chunk_rows_rebuild_the_store(mnist60k, scheduler, tmp_path):
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    run(mnist60k, data, out, scheduler)
+    assert MultiViewStore(out / "views.zarr").row_chunks(0)[0] == (0, 80)
+    report = run(mnist60k, data, out, scheduler, "--chunk-rows", "50")  # the later option wins
+    store = MultiViewStore(out / "views.zarr")
+    assert store.row_chunks(0)[:2] == [(0, 50), (50, 100)] and store.metadata["chunk_rows"] == 50
+    assert report["computed_stages"] == list(STAGES)
