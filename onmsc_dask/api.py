@@ -11,9 +11,10 @@ from sklearn.base import BaseEstimator, ClusterMixin
 
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
-from .graph import build_graph, resolve_graph_inputs
+from .graph import build_graph, check_components, resolve_graph_inputs
 from .fusion import eigenvalue_scaled, late_fusion, warn_unrelated
 from .selection import select_fusion
+from .validation import check_lambda, check_landmarks, check_order, check_seed
 from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
 
 
@@ -94,8 +95,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         t0 = time.perf_counter()
         if self.fusion not in ("late", "early"):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
-        if not isinstance(self.order, (int, np.integer)) or self.order < 1:
-            raise ValueError(f"order must be a positive integer, got {self.order!r}")
+        check_order(self.order)
+        random_state = check_seed(self.random_state)
+        self._fixed_lambda("lambda1", self.lambda1, 1.0), self._fixed_lambda("lambda2", self.lambda2, 1.0)
         views = _as_views(views)
         if self.fusion == "early":
             return self._fit_early(views, t0)
@@ -104,13 +106,15 @@ class ONMSC(ClusterMixin, BaseEstimator):
         n = views[0].shape[0]
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
-        seeds = np.random.SeedSequence(self.random_state).generate_state(len(views) + 2)
-        graph_params = dict(n_neighbors=n_neighbors, n_landmarks=min(self.n_landmarks, n),
-                            n_nearest_landmarks=self.n_nearest_landmarks)
+        m = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n) if solver != "exact" else 0
+        seeds = np.random.SeedSequence(random_state).generate_state(len(views) + 2)
+        graph_params = dict(n_neighbors=n_neighbors, n_landmarks=m, n_nearest_landmarks=self.n_nearest_landmarks)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, k, self.order, {**graph_params, "metric": m},
                                                       int(s)) for X, m, s in zip(views, self.metric_, seeds)]
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
+        for p, (graph, *_) in enumerate(results):
+            check_components(graph, f"view {p}", k)
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
         self.related_views_ = warn_unrelated(H) if self.drop_unrelated_views else np.ones(len(H), bool)
         used = np.flatnonzero(self.related_views_)
@@ -118,16 +122,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                     n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
-            best, candidates = select_fusion(H[used], F, k, lambda1=self._fixed_lambda(self.lambda1, 1.0),
-                                             lambda2=self._fixed_lambda(self.lambda2, float(k * self.order)),
+            best, candidates = select_fusion(H[used], F, k, lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
+                                             lambda2=self._fixed_lambda("lambda2", self.lambda2, k * self.order),
                                              tol=self.tol, max_iter=self.max_iter, random_state=int(seeds[-2]))
             self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
                                for c in candidates]
             self.order_, self.lambda1_, self.lambda2_, fused = best.order, best.lambda1, best.lambda2, best.result
         else:
             self.order_ = self.order
-            self.lambda1_ = self._fixed_lambda(self.lambda1, 1.0)
-            self.lambda2_ = self._fixed_lambda(self.lambda2, float(k * self.order))
+            self.lambda1_ = self._fixed_lambda("lambda1", self.lambda1, 1.0)
+            self.lambda2_ = self._fixed_lambda("lambda2", self.lambda2, k * self.order)
             fusion_input = eigenvalue_scaled(H, self.view_eigenvalues_) if self.eigenvalue_scaling else H
             fused = late_fusion(fusion_input[used], F, self.lambda1_, self.lambda2_, tol=self.tol,
                                 max_iter=self.max_iter)
@@ -143,16 +147,18 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return self
 
     @staticmethod
-    def _fixed_lambda(value, auto: float) -> float | None:
-        """``"auto"`` -> the documented rule, ``"select"`` -> None (searched), a number -> itself."""
-        return auto if value == "auto" else None if value == "select" else float(value)
+    def _fixed_lambda(name: str, value, auto: float) -> float | None:
+        """``"auto"`` -> the documented rule, ``"select"`` -> None (searched), a number -> itself, checked."""
+        if isinstance(value, str) and value in ("auto", "select"):
+            return float(auto) if value == "auto" else None
+        return check_lambda(name, value, positive=name == "lambda2")
 
     def _fit_early(self, views, t0: float):
         """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself)."""
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
                               n_neighbors=self.n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
                               max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
-                              random_state=self.random_state)
+                              random_state=check_seed(self.random_state))
         r = ef.result
         self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
         self.related_views_ = ef.related

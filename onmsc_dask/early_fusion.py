@@ -20,7 +20,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from .assign import assign_labels
 from .fusion import simplex_qp, warn_unrelated
-from .graph import NormalizedHighOrderAffinity, resolve_graph_inputs, view_affinity
+from .graph import NormalizedHighOrderAffinity, check_components, resolve_graph_inputs, view_affinity
 from .spectral import exact_embedding, top_eigenvectors
 
 #: floats per column block of the exact trace computation (v x n x b <= this), about 32 MB
@@ -145,8 +145,11 @@ def early_fusion(affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: f
 def view_graphs(views, n_clusters: int, n_neighbors: int | None = None, metric: str | Sequence[str] = "auto",
                 random_state: int | None = None) -> tuple[list[sp.csr_matrix], list[str], int]:
     """Validated views -> kNN affinities A_p (Eq. 1) with the ONMSC defaults; returns graphs, metrics, N."""
-    views, _, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric)
-    return [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)], metrics, N
+    views, k, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric)
+    graphs = [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)]
+    for p, A in enumerate(graphs):
+        check_components(A, f"view {p}", k)
+    return graphs, metrics, N
 
 
 @dataclass

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
-from .validation import check_n_clusters, check_n_neighbors, check_views
+from .validation import check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -117,13 +117,31 @@ def knn_affinity(ind: np.ndarray, dist: np.ndarray) -> sp.csr_matrix:
 
 
 def view_affinity(X, n_neighbors: int, metric: str, random_state: int | None = None) -> sp.csr_matrix:
-    """kNN search plus Eq. 1 for one view; warns about disconnected graphs."""
-    A = knn_affinity(*nearest_neighbors(X, n_neighbors, metric, random_state))
-    n_comp = sp.csgraph.connected_components(A, directed=False)[0]
-    if n_comp > 1:
-        warnings.warn(f"kNN graph with {n_neighbors} neighbours has {n_comp} connected components; each "
-                      "component gets its own eigenvectors", stacklevel=2)
-    return A
+    """kNN search plus Eq. 1 for one view."""
+    return knn_affinity(*nearest_neighbors(X, n_neighbors, metric, random_state))
+
+
+def n_components(graph: sp.spmatrix) -> int:
+    """Connected components of the samples in a kNN affinity A (n x n) or an anchor matrix Z (n x m, samples
+    joined through shared landmarks)."""
+    n, m = graph.shape
+    if n == m:
+        return sp.csgraph.connected_components(graph, directed=False)[0]
+    joint = sp.bmat([[None, graph], [graph.T, None]])
+    return len(np.unique(sp.csgraph.connected_components(joint, directed=False)[1][:n]))
+
+
+def check_components(graph: sp.spmatrix, label: str, n_clusters: int) -> None:
+    """A graph in more pieces than k clusters is an error (its top-k eigenvectors would be an arbitrary choice of
+    pieces); in 2..k pieces, a warning (each piece becomes a cluster or part of one)."""
+    c = n_components(graph)
+    if c > n_clusters:
+        raise ValueError(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
+                         f"n_clusters={n_clusters}, so its top-{n_clusters} eigenvectors would pick an arbitrary "
+                         "subset of them; raise n_neighbors (or n_nearest_landmarks), or drop the view")
+    if c > 1:
+        warnings.warn(f"{label}: its graph has {c} disconnected pieces; each will be a cluster or part of one",
+                      stacklevel=3)
 
 
 def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int | None) -> np.ndarray:
@@ -224,8 +242,6 @@ def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric
     views = check_views(views)
     n = views[0].shape[0]
     k = check_n_clusters(n_clusters, n)
+    check_distinct_samples(views, k)
     N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
-    metrics = [metric] * len(views) if isinstance(metric, str) else list(metric)
-    if len(metrics) != len(views):
-        raise ValueError(f"metric lists {len(metrics)} entries for {len(views)} views")
-    return views, k, N, [resolve_metric(X, m) for X, m in zip(views, metrics)]
+    return views, k, N, [resolve_metric(X, m) for X, m in zip(views, metric_list(metric, len(views)))]

@@ -18,6 +18,7 @@ import operator
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Callable, NamedTuple
 
 import dask
@@ -29,13 +30,14 @@ from distributed import WorkerPlugin
 
 from .assign import assign_labels
 from .fusion import eigenvalue_scaled, late_fusion, warn_unrelated
-from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_for, resolve_metric,
-                    value_summary)
+from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows, metric_for,
+                    resolve_metric, value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
                        anchor_column_sums, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor,
                        embedding_eigenvalues)
 from .store import MultiViewStore
-from .validation import check_finite, check_n_clusters, check_not_constant, column_range
+from .validation import (check_finite, check_lambda, check_landmarks, check_n_clusters, check_not_constant,
+                         check_order, check_seed, column_range, metric_list)
 
 __all__ = ["OutOfCoreResult", "fit_store", "NumbaWarmup", "warm_up"]
 
@@ -202,14 +204,14 @@ def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k
 
 
 def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landmarks: int = 1000,
-              n_nearest_landmarks: int = 3, metric: str | list[str] = "auto", lambda1: float = 1.0,
-              lambda2: float | None = None, n_init: int = 10, random_state: int | None = None,
+              n_nearest_landmarks: int = 3, metric: str | Sequence[str] = "auto", lambda1: float | str = "auto",
+              lambda2: float | str = "auto", n_init: int = 10, random_state: int | None = None,
               client: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
               method: str = "gram", tol: float = 1e-4, max_iter: int = 100, eigenvalue_scaling: bool = True,
               drop_unrelated_views: bool = True, progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
-    Parameters are those of ``ONMSC(embedding="anchor")``; in addition
+    Parameters are those of ``ONMSC(embedding="anchor")`` (lambdas a number or ``"auto"``); in addition
     landmark_init, landmark_sample : k-means initialisation (graph.LANDMARK_INITS) and rows sampled per view
         for the landmarks (graph.select_landmarks, with the same defaults).
     method : ``"gram"`` or ``"tsqr"``, the eigen-solver of the anchor operator (module docstring).
@@ -224,11 +226,13 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     path, v, n = str(store.path.resolve()), store.n_views, store.n_samples
-    k = check_n_clusters(n_clusters, n)
+    k, order = check_n_clusters(n_clusters, n), check_order(order)
+    random_state, requested = check_seed(random_state), metric_list(metric, v)
+    m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n)
+    lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1)
+    lambda2 = float(k * order) if lambda2 == "auto" else check_lambda("lambda2", lambda2, positive=True)
     seeds = [int(s) for s in np.random.SeedSequence(random_state).generate_state(v + 2)]
-    m = min(int(n_landmarks), n)
-    lambda2 = float(k * order) if lambda2 is None else float(lambda2)
-    params = {"landmarks": {"n_landmarks": m, "metric": metric, "random_state": random_state,
+    params = {"landmarks": {"n_landmarks": m, "metric": requested, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
     params["embeddings"] = {**params["anchor_graph"], "n_clusters": k, "order": order, "method": method,
@@ -260,12 +264,11 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
 
     def landmarks() -> dict[str, Any]:
         view_metrics, lms = [], []
-        metrics = metric if isinstance(metric, list) else [metric] * v
         for p in range(v):  # graph.select_landmarks, its sample read chunk by chunk in parallel
             idx = landmark_rows(n, m, landmark_sample, seeds[p])
             scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(path, p, s, e, idx[(idx >= s) & (idx < e)])
                      for s, e in store.row_chunks(p)]
-            view_metric = dask.delayed(_view_metric, pure=True)([summary for summary, _ in scans], metrics[p],
+            view_metric = dask.delayed(_view_metric, pure=True)([summary for summary, _ in scans], requested[p],
                                                                 f"view {p} ({store.view_names[p]!r})")
             view_metrics.append(view_metric)
             lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
@@ -285,6 +288,8 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         return {f"Z{p}": sp.vstack(b).tocsr() for p, b in enumerate(_compute(client, *blocks))}
 
     Zs = stage("anchor_graph", [f"Z{p}" for p in range(v)], anchor_graph)
+    for p in range(v):
+        check_components(Zs[f"Z{p}"], f"view {p} ({store.view_names[p]!r})", k)
 
     def embed(jobs: list[list[Any]], widths: list[int]) -> list[np.ndarray]:
         """Anchor embeddings of the graphs given by row blocks (one list per graph) with `method`."""

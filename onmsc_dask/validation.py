@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,6 +17,8 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     label = _name(p, names)
     if hasattr(X, "compute") and not sp.issparse(X):
         X = X.compute()
+    if np.iscomplexobj(X.data if sp.issparse(X) else np.asarray(X)):
+        raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
     else:
@@ -70,9 +72,15 @@ def check_views(views, view_names: Sequence[str] | None = None) -> list:
     """Validate a list of views: each 2-D, finite, non-constant, all with the same number of rows."""
     if sp.issparse(views) or isinstance(views, np.ndarray) or hasattr(views, "compute"):
         raise TypeError("views must be a list of arrays (one per view), not a single array; wrap it as [X]")
+    if isinstance(views, Mapping) or hasattr(views, "iloc"):
+        raise TypeError(f"views must be a list of arrays (one per view), not a {type(views).__name__}; wrap a "
+                        "single table as [X]")
     views = list(views)
     if not views:
         raise ValueError("no views given: pass a list with at least one n x d array")
+    if all(np.ndim(X) < 2 for X in views):
+        raise ValueError("views must be a list of n x d arrays, but every entry is 1-D: a single table given as a "
+                         "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")
     if view_names is not None and len(view_names) != len(views):
         raise ValueError(f"{len(view_names)} view names for {len(views)} views")
     checked = [check_view(X, p, view_names) for p, X in enumerate(views)]
@@ -101,3 +109,74 @@ def check_n_neighbors(n_neighbors: int, n_samples: int) -> int:
     if not 1 <= n_neighbors < n_samples:
         raise ValueError(f"n_neighbors={n_neighbors} must satisfy 1 <= n_neighbors < n_samples={n_samples}")
     return int(n_neighbors)
+
+
+def check_order(order: int) -> int:
+    if not isinstance(order, (int, np.integer)) or isinstance(order, bool) or order < 1:
+        raise ValueError(f"order must be a positive integer, got {order!r}")
+    return int(order)
+
+
+def check_lambda(name: str, value: float, positive: bool = False) -> float:
+    """A finite lambda, >= 0 (> 0 when ``positive``)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, 'auto' or 'select', got {value!r}") from None
+    if not np.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be finite and {'> 0' if positive else '>= 0'}, got {value}")
+    return value
+
+
+def check_seed(random_state) -> int | None:
+    """An int or None: every stage derives its seeds from it, so the labels are the same on any cluster."""
+    if random_state is not None and (not isinstance(random_state, (int, np.integer)) or
+                                     isinstance(random_state, bool) or random_state < 0):
+        raise TypeError(f"random_state must be a non-negative int or None (a seed), got {random_state!r}")
+    return None if random_state is None else int(random_state)
+
+
+def check_landmarks(n_landmarks: int, n_nearest: int, n_clusters: int, n_samples: int) -> int:
+    """The number of landmarks used, min(n_landmarks, n), checked to exceed k (the anchor graph has at most m
+    eigenvectors), and 1 <= n_nearest <= m."""
+    m = min(int(n_landmarks), n_samples)
+    if m <= n_clusters:
+        raise ValueError(f"n_landmarks={n_landmarks} must be larger than n_clusters={n_clusters}: the landmark "
+                         f"graph has at most n_landmarks eigenvectors and the embedding needs {n_clusters}")
+    if not 1 <= n_nearest <= m:
+        raise ValueError(f"n_nearest_landmarks={n_nearest} must satisfy 1 <= n_nearest_landmarks <= "
+                         f"n_landmarks={m}")
+    return m
+
+
+def metric_list(metric: str | Sequence[str], n_views: int) -> list[str]:
+    """One metric per view from a single metric or a sequence of them."""
+    metrics = [metric] * n_views if isinstance(metric, str) else list(metric)
+    if len(metrics) != n_views:
+        raise ValueError(f"metric lists {len(metrics)} entries for {n_views} views")
+    return metrics
+
+
+def _row_ids(X) -> np.ndarray:
+    """An id per row, equal for identical rows (exact: compares the rows' bytes)."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, copy=True)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        X.sort_indices()
+        keys = [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in zip(X.indptr[:-1], X.indptr[1:])]
+        return np.unique(np.array(keys, dtype=object), return_inverse=True)[1]
+    X = np.ascontiguousarray(X) + 0.0  # -0.0 -> 0.0
+    return np.unique(X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel(), return_inverse=True)[1]
+
+
+def check_distinct_samples(views: list, n_clusters: int) -> None:
+    """Raise if fewer than k samples differ in some view: no clustering can then separate k clusters, and
+    spectral clustering would split identical samples."""
+    ids = np.zeros(views[0].shape[0], np.int64)
+    for X in views:  # ids of the distinct combinations of rows over the views seen so far
+        ids = np.unique(ids * (X.shape[0] + 1) + _row_ids(X), return_inverse=True)[1]
+        if ids.max() + 1 >= n_clusters:
+            return
+    raise ValueError(f"only {ids.max() + 1} distinct samples (rows identical in every view), fewer than "
+                     f"n_clusters={n_clusters}")

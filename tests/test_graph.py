@@ -180,12 +180,22 @@ def test_knn_affinity_all_identical_rows():
     assert np.isfinite(A.data).all() and (A.data > 0).all()
 
 
-def test_view_affinity_warns_on_disconnected_graph():
+def test_check_components_warns_up_to_k_pieces_and_raises_above():
     rng = np.random.default_rng(7)
-    X = np.vstack([rng.normal(size=(30, 2)), rng.normal(size=(30, 2)) + 1000.0])
-    with pytest.warns(UserWarning, match="connected components"):
-        A = view_affinity(X, 5, "euclidean")
-    assert sp.csgraph.connected_components(A, directed=False)[0] == 2
+    X = np.vstack([rng.normal(size=(30, 2)) + 1000.0 * i for i in range(3)])
+    A = view_affinity(X, 5, "euclidean")
+    assert graph.n_components(A) == 3
+    with pytest.warns(UserWarning, match="view 1: its graph has 3 disconnected pieces"):
+        graph.check_components(A, "view 1", 3)
+    with pytest.raises(ValueError, match="view 1: its graph falls apart into 3 disconnected pieces, more than "
+                                         "n_clusters=2"):
+        graph.check_components(A, "view 1", 2)
+    Z = np.kron(np.eye(3), np.ones((30, 2))) * rng.uniform(0.1, 1.0, size=(90, 6))  # 2 landmarks per blob
+    Z[29, 2] = 0.5  # a point of blob 0 also linked to a landmark of blob 1
+    Z = sp.csr_matrix(Z)
+    assert graph.n_components(Z) == 2 == graph.n_components(sp.csr_matrix(anchor_to_affinity(Z) @ np.eye(90)))
+    Z1 = sp.csr_matrix(np.ones((90, 1)))
+    assert graph.n_components(Z1) == 1  # one shared landmark joins every sample
 
 
 # --------------------------------------------------------------------------- high-order operator

@@ -75,6 +75,26 @@ def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
     assert fit_store(store, 10, **PARAMS).computed_stages == []  # the mask is a stored result too
 
 
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(lambda1="select"), ValueError, "lambda1 must be a number"),
+    (dict(lambda2=-2.0), ValueError, "lambda2 must be finite and > 0"),
+    (dict(order=0), ValueError, "order must be a positive integer"),
+    (dict(metric=["cosine"]), ValueError, "metric lists 1 entries for 3 views"),
+    (dict(n_landmarks=10), ValueError, "n_landmarks=10 must be larger than n_clusters=10"),
+    (dict(n_nearest_landmarks=61), ValueError, "n_nearest_landmarks=61 must satisfy"),
+    (dict(random_state=np.random.RandomState(0)), TypeError, "random_state must be"),
+])
+def test_fit_store_checks_parameters_before_any_stage(store, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fit_store(store, 10, **{**PARAMS, **kwargs})
+    assert store.stages() == {}
+
+
+def test_fit_store_accepts_auto_lambdas_and_a_metric_tuple(store):
+    res = fit_store(store, 10, lambda1="auto", lambda2="auto", metric=("auto", "euclidean", "auto"), **PARAMS)
+    assert res.parameters["lambda1"] == 1.0 and res.parameters["lambda2"] == 20.0 and res.metrics[1] == "euclidean"
+
+
 def test_resume_skips_completed_and_recomputes_affected(store):
     first = fit_store(store, 10, **PARAMS)
     assert first.computed_stages == ["landmarks", "anchor_graph", "embeddings", "fusion", "labels"]

@@ -130,11 +130,32 @@ def test_all_identical_pairs_in_one_view_only(views):
 def test_disconnected_knn_graph_warns_but_stays_finite():
     rng = np.random.default_rng(1)
     X = np.vstack([rng.normal(size=(20, 3)), rng.normal(size=(20, 3)) + 1000.0])
-    with pytest.warns(UserWarning, match="connected components"):
+    with pytest.warns(UserWarning, match="view 0: its graph has 2 disconnected pieces"):
         model = _fit([X, X[:, ::-1] * 2 + 5], k=2, n_neighbors=3)
     _valid(model, N, 2)
     assert len(np.unique(model.labels_[:20])) == 1 and len(np.unique(model.labels_[20:])) == 1
     assert model.labels_[0] != model.labels_[-1]
+
+
+def test_graph_in_more_pieces_than_clusters_is_an_error_naming_the_view():
+    """Before: a warning inside the Dask task and labels from an arbitrary choice of pieces."""
+    rng = np.random.default_rng(1)
+    X = np.vstack([rng.normal(size=(20, 3)) + 1000.0 * i for i in range(4)])
+    with pytest.raises(ValueError, match="view 1: its graph falls apart into 4 disconnected pieces, more than "
+                                         "n_clusters=2"):
+        _fit([rng.normal(size=(80, 3)), X], k=2, n_neighbors=3)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fewer_distinct_samples_than_clusters_is_an_error(sparse):
+    """Before: 50 identical samples were split over 3 clusters and the CLI printed ACC 0.80."""
+    A = np.r_[np.zeros((50, 5)), np.ones((50, 5))]
+    B = np.r_[np.zeros((50, 4)), np.ones((50, 4))] + 1
+    with pytest.raises(ValueError, match=r"only 2 distinct samples \(rows identical in every view\), fewer than "
+                                         "n_clusters=3"):
+        _fit([sp.csr_matrix(A) if sparse else A, B], k=3)
+    B[0] = 7.0  # a third distinct sample in one view: valid
+    _valid(_fit([sp.csr_matrix(A) if sparse else A, B], k=3, n_neighbors=60), 100, 3)
 
 
 @pytest.fixture(scope="module")
