@@ -74,6 +74,9 @@ def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, 
 
     if args.n_clusters is None and y is None:
         raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
+    if args.n_clusters is None and len(np.unique(y)) < 2:
+        raise ValueError(f"the labels of {source} hold a single class, so they do not give the number of "
+                         "clusters; pass --n-clusters K")
     return check_n_clusters(args.n_clusters or len(np.unique(y)), n_samples)
 
 

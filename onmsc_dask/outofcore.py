@@ -160,7 +160,7 @@ def _share(value: Any, client: Any, broadcast: bool = False) -> Any:
 
 def _z_rows(path: str, p: int, start: int, stop: int) -> sp.csr_matrix:
     """Rows start:stop of view p's stored anchor matrix Z."""
-    return MultiViewStore(path).read_result("anchor_graph", f"Z{p}")[start:stop]
+    return MultiViewStore(path).read_result_rows("anchor_graph", f"Z{p}", start, stop)
 
 
 def _split(path: str, p: int, chunks: list[tuple[int, int]]) -> list[Delayed]:

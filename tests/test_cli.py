@@ -120,6 +120,9 @@ def test_unlabelled_data_needs_n_clusters(tmp_path, scheduler, capsys):
                  "--scheduler", scheduler]) == 0
     report = json.loads((tmp_path / "b" / "report.json").read_text())
     assert report["metrics"] is None and report["dataset"]["n_classes"] is None
+    np.savez(data, view0=views[0], view1=views[1], y=np.zeros(len(views[0])))
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "c")]) == 2
+    assert "hold a single class" in capsys.readouterr().err and not (tmp_path / "c").exists()
 
 
 def test_nan_view_exits_2_naming_the_view(tmp_path, capsys):
