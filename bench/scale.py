@@ -38,7 +38,8 @@ import mnist60k  # noqa: E402
 from onmsc_dask.api import ONMSC  # noqa: E402
 from onmsc_dask.io import load_mnist_dir  # noqa: E402
 from onmsc_dask.metrics import evaluate  # noqa: E402
-from onmsc_dask.outofcore import fit_store, warm_up  # noqa: E402
+from onmsc_dask.outofcore import fit_store  # noqa: E402
+from onmsc_dask.warmup import warm_up  # noqa: E402
 from onmsc_dask.store import MultiViewStore  # noqa: E402
 
 K = 10

@@ -138,8 +138,10 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     pipeline (outofcore.fit_store, no view read whole) when the solver resolves to ``anchor``, else
     :class:`~onmsc_dask.api.ONMSC` on the views in memory."""
     from .api import ONMSC
+    from .graph import BRUTE_FORCE_MAX_SAMPLES
     from .outofcore import fit_store
     from .spectral import resolve_solver
+    from .warmup import warm_up
 
     solver = resolve_solver(args.embedding, store.n_samples)
     if solver == "anchor":
@@ -152,6 +154,9 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
                              "pipeline": "out_of_core", "metric": r.metrics,
                              "related_views": r.related_views.tolist()}}
+    if store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # the kNN graphs use pynndescent: compile it once per worker
+        log("compiling pynndescent on the workers (once per worker process)")
+        warm_up(client)
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_landmarks=args.n_landmarks, random_state=args.random_state)
     model.fit([store.read_view(p) for p in range(store.n_views)])

@@ -26,7 +26,6 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 from dask.delayed import Delayed
-from distributed import WorkerPlugin
 
 from .assign import assign_labels
 from .fusion import eigenvalue_scaled, late_fusion, warn_unrelated
@@ -39,7 +38,7 @@ from .store import MultiViewStore
 from .validation import (check_finite, check_lambda, check_landmarks, check_n_clusters, check_not_constant,
                          check_order, check_seed, column_range, metric_list)
 
-__all__ = ["OutOfCoreResult", "fit_store", "NumbaWarmup", "warm_up"]
+__all__ = ["OutOfCoreResult", "fit_store"]
 
 STAGES = ("landmarks", "anchor_graph", "embeddings", "fusion", "labels")
 METHODS = ("gram", "tsqr")
@@ -62,38 +61,6 @@ class OutOfCoreResult:
     parameters: dict[str, Any]  # every parameter of the run as given, lambda2 resolved
     timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (0 when resumed)
     computed_stages: list[str] = field(default_factory=list)  # stages computed in this call (others resumed)
-
-
-# ------------------------------------------------------------------ numba warm-up
-
-
-class NumbaWarmup(WorkerPlugin):
-    """Builds and queries a tiny NNDescent index when a worker starts, so pynndescent's numba JIT
-    (~30 s per fresh process) is paid once per worker process, never per view or chunk."""
-
-    name = "onmsc-numba-warmup"
-
-    def setup(self, worker: Any = None) -> None:
-        _warm_pynndescent()
-
-
-def _warm_pynndescent() -> float:
-    """Compile pynndescent's build and query paths in this process; returns the seconds it took."""
-    from pynndescent import NNDescent
-
-    t0 = time.perf_counter()
-    X = np.random.default_rng(0).standard_normal((200, 8))
-    index = NNDescent(X, n_neighbors=5, random_state=0, n_jobs=1, compressed=True)
-    index.neighbor_graph  # noqa: B018 -- compiles the graph construction
-    NNDescent(X, n_neighbors=5, random_state=0, n_jobs=1).query(X[:10], k=3)
-    return time.perf_counter() - t0
-
-
-def warm_up(client: Any) -> dict[str, float]:
-    """Register :class:`NumbaWarmup` on every current and future worker of `client`; returns the
-    seconds each current worker then needs for a second warm-up (≈0 once compiled)."""
-    client.register_plugin(NumbaWarmup())
-    return client.run(_warm_pynndescent)
 
 
 # ---------------------------------------------------------------- chunk tasks

@@ -66,6 +66,27 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     assert np.load(out / "labels.npy").shape == (90,)
 
 
+def test_knn_runs_compile_pynndescent_once_per_worker(tmp_path, scheduler, monkeypatch, capsys):
+    """Above graph.BRUTE_FORCE_MAX_SAMPLES (lowered here in the client only) the in-memory run registers the
+    NumbaWarmup plugin, so the worker compiled pynndescent before its first view task and any later worker will
+    too; a second warm-up on that worker then finds it compiled."""
+    from distributed import Client
+
+    from onmsc_dask import graph
+    from onmsc_dask.warmup import NumbaWarmup, warm_pynndescent
+
+    monkeypatch.setattr(graph, "BRUTE_FORCE_MAX_SAMPLES", 50)
+    views, y = _blobs()
+    np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
+    assert main(["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "run"),
+                 "--scheduler", scheduler]) == 0
+    assert "compiling pynndescent on the workers" in capsys.readouterr().err
+    with Client(scheduler) as client:
+        assert all(client.run(lambda dask_worker: NumbaWarmup.name in dask_worker.plugins).values())
+        assert NumbaWarmup.name in client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.worker_plugins))
+        assert len(client.run(warm_pynndescent)) == 1
+
+
 def _files(root) -> list[tuple]:
     """Every file below `root` with its size and modification time."""
     return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
