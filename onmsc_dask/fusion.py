@@ -22,7 +22,8 @@ def polar(C: np.ndarray) -> np.ndarray:
 
 
 def alignment_matrix(H: np.ndarray) -> np.ndarray:
-    """M_pq = sum_o ||H_p^(o)T H_q^(o)||_F^2 / k for H of shape (v, O, n, k); PSD, M_pp = O."""  # M of Eq. 11
+    """M_pq = sum_o ||H_p^(o)T H_q^(o)||_F^2 / k for H of shape (v, O, n, k); PSD (a Gram matrix), M_pp = O when
+    the H_p^(o) are orthonormal (bare eigenvectors)."""  # M of Eq. 11
     v, O, _, k = H.shape
     M = np.zeros((v, v))
     for o in range(O):
@@ -72,7 +73,8 @@ def warn_unrelated(H: np.ndarray, names: list[str] | None = None) -> np.ndarray:
 
 def simplex_qp(M: np.ndarray, f: np.ndarray, tol: float = 1e-12, max_iter: int = 1000) -> np.ndarray:
     """Exact minimiser of mu^T M mu - f^T mu s.t. sum(mu) = 1, mu >= 0 (M PSD), by a primal active-set
-    method (Nocedal & Wright, Alg. 16.3) started at the best vertex."""  # Eq. 15
+    method (Nocedal & Wright, Alg. 16.3) started at the best vertex; the mu step of late_fusion (Eq. 15) and of
+    early fusion."""
     v = len(f)
     M = (M + M.T) / 2 + 1e-12 * max(np.trace(M) / v, 1.0) * np.eye(v)
     mu = np.zeros(v)
@@ -166,7 +168,7 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
         a = np.einsum("ponk,nk->p", R, Hstar)  # tr(H*^T sum_o H_p W_p)
         mu = simplex_qp(M, a / lambda2)  # Eq. 15, f_p = tr(H*^T sum_o H_p W_p) / lambda2
         S = np.einsum("p,ponk->nk", mu, R)
-        Hstar = polar(S + lambda1 * F)  # Eqs. 12-13
+        Hstar = polar(S + lambda1 * F)  # Eq. 12, maximised by polar
         current = _value(S, F, Hstar, mu, M, lambda1, lambda2)
         result.objective.append(current)
         result.n_iter = it

@@ -142,7 +142,8 @@ def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarr
 
 
 def anchor_factor(Z: sp.spmatrix) -> np.ndarray:
-    """C with G = C C^T for the anchor affinity A = B B^T, B = Z Lambda^-1/2: C = D^-1/2 B, D = A 1."""  # Eqs. 2-3
+    """C with G = C C^T (graph.NormalizedHighOrderAffinity's G at order 1) for the anchor affinity A = B B^T,
+    B = Z Lambda^-1/2: C = D^-1/2 B, D = A 1."""
     Z = sp.csr_matrix(Z, dtype=np.float64)
     return anchor_factor_rows(Z, anchor_factor_pieces(anchor_column_sums(Z)))
 

@@ -287,14 +287,18 @@ def test_dask_array_view_matches_numpy(small_digits):
     np.testing.assert_array_equal(lazy.labels_, ref.labels_)
 
 
-def test_lambda_select_records_candidates_and_is_label_free(small_digits):
-    """``lambda1="select"`` searches the grid by distortion; the chosen candidate has the least distortion."""
-    views, _ = small_digits
+def test_lambda_select_records_candidates_and_ignores_labels(small_digits):
+    """``lambda1="select"`` searches the grid by distortion; the chosen candidate has the least distortion, and
+    labels passed to fit (scikit-learn's ``y``) change nothing."""
+    views, y = small_digits
     est = ONMSC(10, lambda1="select", lambda2="select", random_state=0).fit(views)
     best = min(est.selection_, key=lambda c: c["distortion"])
     assert (est.order_, est.lambda1_, est.lambda2_) == (best["order"], best["lambda1"], best["lambda2"])
     assert len(est.selection_) == 2 * 4 * 4
     assert np.all(np.diff(est.objective_) >= -1e-9 * np.abs(est.objective_[1:]))
+    with_labels = ONMSC(10, lambda1="select", lambda2="select", random_state=0).fit(views, y)
+    assert with_labels.selection_ == est.selection_
+    np.testing.assert_array_equal(with_labels.labels_, est.labels_)
 
 
 def test_fit_from_store_path_equals_in_memory(small_digits, tmp_path):

@@ -1,6 +1,6 @@
 """Robustness: bad inputs give clear errors naming the view and the problem, degenerate data still clusters,
-corrupt files and stores are rejected, and the out-of-core pipeline is deterministic, resumable and (is meant
-to be) tolerant of a lost worker. docs/reliability.md lists every case with the message a user sees."""
+corrupt files and stores are rejected, and the out-of-core pipeline is deterministic, resumable and tolerant of
+a lost worker. docs/reliability.md lists every case with the message a user sees."""
 import os
 import signal
 import threading
