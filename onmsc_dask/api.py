@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs
-from .fusion import eigenvalue_scaled, late_fusion, warn_unrelated
+from .fusion import eigenvalue_scaled, late_fusion, views_used, warn_unrelated
 from .selection import select_fusion
 from .validation import check_lambda, check_landmarks, check_order, check_seed
 from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
@@ -97,7 +97,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
         check_order(self.order)
         random_state = check_seed(self.random_state)
-        self._fixed_lambda("lambda1", self.lambda1, 1.0), self._fixed_lambda("lambda2", self.lambda2, 1.0)
+        for name in ("lambda1", "lambda2"):  # checked before any work
+            self._fixed_lambda(name, getattr(self, name), 1.0)
         views = _as_views(views)
         if self.fusion == "early":
             return self._fit_early(views, t0)
@@ -106,15 +107,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
         n = views[0].shape[0]
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
-        m = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n) if solver != "exact" else 0
+        n_landmarks = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n) if solver != "exact" else 0
         seeds = np.random.SeedSequence(random_state).generate_state(len(views) + 2)
-        graph_params = dict(n_neighbors=n_neighbors, n_landmarks=m, n_nearest_landmarks=self.n_nearest_landmarks)
+        graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
+                            n_nearest_landmarks=self.n_nearest_landmarks)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, k, self.order, {**graph_params, "metric": m},
                                                       int(s)) for X, m, s in zip(views, self.metric_, seeds)]
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
         for p, (graph, *_) in enumerate(results):
-            check_components(graph, f"view {p}", k)
+            check_components(graph, f"view {p}", k, anchor=solver == "anchor")
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
         self.related_views_ = warn_unrelated(H) if self.drop_unrelated_views else np.ones(len(H), bool)
         used = np.flatnonzero(self.related_views_)
@@ -122,7 +124,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                     n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
-            best, candidates = select_fusion(H[used], F, k, lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
+            best, candidates = select_fusion(views_used(H, used), F, k,
+                                             lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
                                              lambda2=self._fixed_lambda("lambda2", self.lambda2, k * self.order),
                                              tol=self.tol, max_iter=self.max_iter, random_state=int(seeds[-2]))
             self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
@@ -133,7 +136,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self.lambda1_ = self._fixed_lambda("lambda1", self.lambda1, 1.0)
             self.lambda2_ = self._fixed_lambda("lambda2", self.lambda2, k * self.order)
             fusion_input = eigenvalue_scaled(H, self.view_eigenvalues_) if self.eigenvalue_scaling else H
-            fused = late_fusion(fusion_input[used], F, self.lambda1_, self.lambda2_, tol=self.tol,
+            fused = late_fusion(views_used(fusion_input, used), F, self.lambda1_, self.lambda2_, tol=self.tol,
                                 max_iter=self.max_iter)
         t3 = time.perf_counter()
         self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,

@@ -40,10 +40,12 @@ def shared_structure(H: np.ndarray) -> np.ndarray:
     """s_pq = ||U_p^T U_q||_F^2 / (k - 1) for U_p the first-order H_p without its top (trivial, degree)
     eigenvector, H of shape (v, O, n, k): the share of the cluster directions two views have in common (1 for
     the same subspace; (k - 1) / n expected for independent random subspaces)."""
-    U = H[:, 0, :, 1:]
-    k1 = max(U.shape[-1], 1)
-    C = np.einsum("pnk,qnj->pqkj", U, U, optimize=True)
-    return (C**2).sum(axis=(2, 3)) / k1
+    v, k1 = len(H), max(H.shape[-1] - 1, 1)
+    S = np.empty((v, v))
+    for p in range(v):  # pair by pair: no v x n x k intermediate (n may be millions)
+        for q in range(p, v):
+            S[p, q] = S[q, p] = np.sum((H[p, 0, :, 1:].T @ H[q, 0, :, 1:]) ** 2) / k1
+    return S
 
 
 def related_views(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +59,11 @@ def related_views(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     best = S.max(axis=1) if v > 1 else np.full(v, np.inf)
     keep = best > UNRELATED_FACTOR * (k - 1) / n
     return (keep if keep.any() else np.ones(v, bool)), best
+
+
+def views_used(H: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """H restricted to the views `used` (indices), without a copy when every view is used."""
+    return H if len(used) == len(H) else H[used]
 
 
 def warn_unrelated(H: np.ndarray, names: list[str] | None = None) -> np.ndarray:

@@ -121,20 +121,19 @@ def view_affinity(X, n_neighbors: int, metric: str, random_state: int | None = N
     return knn_affinity(*nearest_neighbors(X, n_neighbors, metric, random_state))
 
 
-def n_components(graph: sp.spmatrix) -> int:
-    """Connected components of the samples in a kNN affinity A (n x n) or an anchor matrix Z (n x m, samples
-    joined through shared landmarks)."""
-    n, m = graph.shape
-    if n == m:
+def n_components(graph: sp.spmatrix, anchor: bool = False) -> int:
+    """Connected components of the samples in a kNN affinity A (n x n), or with ``anchor`` in an anchor matrix Z
+    (n x m, samples joined through shared landmarks)."""
+    if not anchor:
         return sp.csgraph.connected_components(graph, directed=False)[0]
     joint = sp.bmat([[None, graph], [graph.T, None]])
-    return len(np.unique(sp.csgraph.connected_components(joint, directed=False)[1][:n]))
+    return len(np.unique(sp.csgraph.connected_components(joint, directed=False)[1][:graph.shape[0]]))
 
 
-def check_components(graph: sp.spmatrix, label: str, n_clusters: int) -> None:
+def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bool = False) -> None:
     """A graph in more pieces than k clusters is an error (its top-k eigenvectors would be an arbitrary choice of
     pieces); in 2..k pieces, a warning (each piece becomes a cluster or part of one)."""
-    c = n_components(graph)
+    c = n_components(graph, anchor)
     if c > n_clusters:
         raise ValueError(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
                          f"n_clusters={n_clusters}, so its top-{n_clusters} eigenvectors would pick an arbitrary "

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from dask.delayed import Delayed
 
 from .assign import assign_labels
-from .fusion import eigenvalue_scaled, late_fusion, warn_unrelated
+from .fusion import eigenvalue_scaled, late_fusion, views_used, warn_unrelated
 from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows, metric_for,
                     resolve_metric, value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -256,7 +256,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
 
     Zs = stage("anchor_graph", [f"Z{p}" for p in range(v)], anchor_graph)
     for p in range(v):
-        check_components(Zs[f"Z{p}"], f"view {p} ({store.view_names[p]!r})", k)
+        check_components(Zs[f"Z{p}"], f"view {p} ({store.view_names[p]!r})", k, anchor=True)
 
     def embed(jobs: list[list[Any]], widths: list[int]) -> list[np.ndarray]:
         """Anchor embeddings of the graphs given by row blocks (one list per graph) with `method`."""
@@ -283,7 +283,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
 
     def fusion() -> dict[str, Any]:
         H = eigenvalue_scaled(emb["H"], emb["eigenvalues"]) if eigenvalue_scaling else emb["H"]
-        fused = late_fusion(H[used], emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
+        fused = late_fusion(views_used(H, used), emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
         mu = np.zeros(v)
         mu[used] = fused.view_weights
         return {"embedding": fused.embedding, "view_weights": mu,

@@ -193,9 +193,11 @@ def test_check_components_warns_up_to_k_pieces_and_raises_above():
     Z = np.kron(np.eye(3), np.ones((30, 2))) * rng.uniform(0.1, 1.0, size=(90, 6))  # 2 landmarks per blob
     Z[29, 2] = 0.5  # a point of blob 0 also linked to a landmark of blob 1
     Z = sp.csr_matrix(Z)
-    assert graph.n_components(Z) == 2 == graph.n_components(sp.csr_matrix(anchor_to_affinity(Z) @ np.eye(90)))
-    Z1 = sp.csr_matrix(np.ones((90, 1)))
-    assert graph.n_components(Z1) == 1  # one shared landmark joins every sample
+    A = sp.csr_matrix(anchor_to_affinity(Z) @ np.eye(90))
+    assert graph.n_components(Z, anchor=True) == 2 == graph.n_components(A)
+    assert graph.n_components(sp.csr_matrix(np.ones((90, 1))), anchor=True) == 1  # one landmark joins every sample
+    square = sp.csr_matrix(np.eye(4)[[3, 3, 0, 0]])  # m = n: samples 0, 1 share landmark 3; 2, 3 landmark 0
+    assert graph.n_components(square, anchor=True) == 2 and graph.n_components(square) == 1
 
 
 # --------------------------------------------------------------------------- high-order operator
