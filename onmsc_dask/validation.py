@@ -8,6 +8,10 @@ import numpy as np
 import scipy.sparse as sp
 
 
+#: rows compared first by check_distinct_samples (all rows only when these hold fewer than k distinct samples)
+DISTINCT_CHECK_ROWS = 2000
+
+
 def _name(p: int, names: Sequence[str] | None) -> str:
     return f"view {p}" + (f" ({names[p]!r})" if names is not None else "")
 
@@ -170,13 +174,23 @@ def _row_ids(X) -> np.ndarray:
     return np.unique(X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel(), return_inverse=True)[1]
 
 
-def check_distinct_samples(views: list, n_clusters: int) -> None:
-    """Raise if fewer than k samples differ in some view: no clustering can then separate k clusters, and
-    spectral clustering would split identical samples."""
+def _n_distinct(views: list, at_least: int) -> int:
+    """Number of distinct samples (rows differing in some view), counted until it reaches `at_least`."""
     ids = np.zeros(views[0].shape[0], np.int64)
     for X in views:  # ids of the distinct combinations of rows over the views seen so far
         ids = np.unique(ids * (X.shape[0] + 1) + _row_ids(X), return_inverse=True)[1]
-        if ids.max() + 1 >= n_clusters:
-            return
-    raise ValueError(f"only {ids.max() + 1} distinct samples (rows identical in every view), fewer than "
-                     f"n_clusters={n_clusters}")
+        if ids.max() + 1 >= at_least:
+            break
+    return int(ids.max() + 1)
+
+
+def check_distinct_samples(views: list, n_clusters: int) -> None:
+    """Raise if fewer than k samples differ in some view: no clustering can then separate k clusters, and
+    spectral clustering would split identical samples. The first rows usually settle it; all rows are compared
+    only when they do not."""
+    if _n_distinct([X[:DISTINCT_CHECK_ROWS] for X in views], n_clusters) >= n_clusters:
+        return
+    found = _n_distinct(views, n_clusters)
+    if found < n_clusters:
+        raise ValueError(f"only {found} distinct samples (rows identical in every view), fewer than "
+                         f"n_clusters={n_clusters}")

@@ -158,6 +158,20 @@ def test_fewer_distinct_samples_than_clusters_is_an_error(sparse):
     _valid(_fit([sp.csr_matrix(A) if sparse else A, B], k=3, n_neighbors=60), 100, 3)
 
 
+def test_distinct_samples_beyond_the_first_rows_count(monkeypatch):
+    """check_distinct_samples compares the first rows first; distinct samples after them still count."""
+    from onmsc_dask import validation
+
+    monkeypatch.setattr(validation, "DISTINCT_CHECK_ROWS", 10)
+    A = np.zeros((60, 3))
+    A[40:] = np.arange(60).reshape(20, 3)  # rows 0..39 identical; 40 (all zero) to 59 each different
+    validation.check_distinct_samples([A, sp.csr_matrix(A)], 5)
+    B = A[:42].copy()
+    B[:20] *= -1.0  # rows 0..19 hold -0.0, rows 20..39 +0.0: the same samples
+    with pytest.raises(ValueError, match="only 3 distinct samples"):
+        validation.check_distinct_samples([B, A[:42]], 4)
+
+
 @pytest.fixture(scope="module")
 def digit_views():
     X, y = load_digits(return_X_y=True)
