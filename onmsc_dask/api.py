@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs
-from .fusion import eigenvalue_scaled, late_fusion, views_used, warn_unrelated
+from .fusion import eigenvalue_scaled, full_weights, late_fusion, related_views, views_used, warn_unrelated
 from .selection import select_fusion
 from .validation import check_lambda, check_landmarks, check_order, check_seed
 from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
@@ -107,7 +107,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         n = views[0].shape[0]
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
-        n_landmarks = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n) if solver != "exact" else 0
+        n_nearest = self.n_nearest_landmarks if solver == "anchor" else None
+        n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n) if solver != "exact" else 0
         seeds = np.random.SeedSequence(random_state).generate_state(len(views) + 2)
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks)
@@ -118,7 +119,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for p, (graph, *_) in enumerate(results):
             check_components(graph, f"view {p}", k, anchor=solver == "anchor")
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
-        self.related_views_ = warn_unrelated(H) if self.drop_unrelated_views else np.ones(len(H), bool)
+        self.related_views_ = np.ones(len(H), bool)
+        if self.drop_unrelated_views:
+            self.related_views_, shares = related_views(H)
+            warn_unrelated(self.related_views_, shares, n, k)
         used = np.flatnonzero(self.related_views_)
         F = average_graph_embedding([results[p][0] for p in used], solver, k,
                                     n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
@@ -135,14 +139,14 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self.order_ = self.order
             self.lambda1_ = self._fixed_lambda("lambda1", self.lambda1, 1.0)
             self.lambda2_ = self._fixed_lambda("lambda2", self.lambda2, k * self.order)
-            fusion_input = eigenvalue_scaled(H, self.view_eigenvalues_) if self.eigenvalue_scaling else H
-            fused = late_fusion(views_used(fusion_input, used), F, self.lambda1_, self.lambda2_, tol=self.tol,
-                                max_iter=self.max_iter)
+            fusion_input = views_used(H, used)
+            if self.eigenvalue_scaling:
+                fusion_input = eigenvalue_scaled(fusion_input, views_used(self.view_eigenvalues_, used))
+            fused = late_fusion(fusion_input, F, self.lambda1_, self.lambda2_, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()
         self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,
                                                     random_state=int(seeds[-1]))
-        self.embedding_, self.view_weights_ = fused.embedding, np.zeros(len(H))
-        self.view_weights_[used] = fused.view_weights
+        self.embedding_, self.view_weights_ = fused.embedding, full_weights(fused.view_weights, used, len(H))
         self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from .assign import assign_labels
-from .fusion import simplex_qp, warn_unrelated
+from .fusion import full_weights, related_views, simplex_qp, warn_unrelated
 from .graph import NormalizedHighOrderAffinity, check_components, resolve_graph_inputs, view_affinity
 from .spectral import exact_embedding, top_eigenvectors
 from .validation import check_order
@@ -176,13 +176,12 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
     seed = 0 if random_state is None else random_state
     related = np.ones(len(graphs), bool)
     if drop_unrelated_views and len(graphs) > 1:
-        related = warn_unrelated(np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]))
+        related, shares = related_views(np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]))
+        warn_unrelated(related, shares, graphs[0].shape[0], n_clusters)
     used = np.flatnonzero(related)
     res = early_fusion([graphs[p] for p in used], n_clusters, order, alpha, joint=joint, tol=tol,
                        max_iter=max_iter, random_state=seed)
-    mu = np.zeros(len(graphs))
-    mu[used] = res.view_weights
-    res.view_weights = mu
+    res.view_weights = full_weights(res.view_weights, used, len(graphs))
     X = res.affinity_embedding if lambda_scaled else res.embedding
     labels, inertia = assign_labels(X, n_clusters, n_init=n_init, random_state=random_state)
     return EarlyFusionFit(labels, inertia, res, graphs, metrics, N, related)

@@ -9,10 +9,11 @@ tr(H_p^T H_q) changes with the arbitrary signs of eigenvectors.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .validation import user_warning
 
 
 def polar(C: np.ndarray) -> np.ndarray:
@@ -33,7 +34,8 @@ def alignment_matrix(H: np.ndarray) -> np.ndarray:
     return np.triu(M) + np.triu(M, 1).T
 
 
-UNRELATED_FACTOR = 3.0  # a view is unrelated if it shares < 3x the chance alignment with every other view
+#: chance of calling two independent views related (split over the v - 1 views each view is compared with)
+UNRELATED_ALPHA = 1e-3
 
 
 def shared_structure(H: np.ndarray) -> np.ndarray:
@@ -48,16 +50,24 @@ def shared_structure(H: np.ndarray) -> np.ndarray:
     return S
 
 
+def related_threshold(n: int, k: int, n_views: int) -> float:
+    """The share s_pq two independent views exceed with probability UNRELATED_ALPHA / (v - 1): for independent
+    subspaces n (k - 1) s_pq is about chi-square with (k - 1)^2 degrees of freedom (mean (k - 1) / n for s_pq)."""
+    from scipy.stats import chi2
+
+    return float(chi2.ppf(1 - UNRELATED_ALPHA / max(n_views - 1, 1), max(k - 1, 1) ** 2) / (n * max(k - 1, 1)))
+
+
 def related_views(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mask of the views that share more than UNRELATED_FACTOR x the chance level (k - 1) / n of their
-    cluster directions with at least one other view, and each view's largest sharing. A view unrelated to all
-    others (e.g. noise) is what the diversity term -lambda2 mu^T M mu rewards most, so it is left out of the
-    fusion (docs/defaults.md); if no view is related to another, all are kept."""
+    """Mask of the views that share more of their cluster directions with at least one other view than two
+    independent views would (related_threshold), and each view's largest share. A view unrelated to all others
+    (e.g. noise) is what the diversity term -lambda2 mu^T M mu rewards most, so it is left out of the fusion
+    (docs/defaults.md); if no view is related to another, all are kept."""
     v, _, n, k = H.shape
     S = shared_structure(H)
     np.fill_diagonal(S, -np.inf)
     best = S.max(axis=1) if v > 1 else np.full(v, np.inf)
-    keep = best > UNRELATED_FACTOR * (k - 1) / n
+    keep = best > related_threshold(n, k, v)
     return (keep if keep.any() else np.ones(v, bool)), best
 
 
@@ -66,16 +76,21 @@ def views_used(H: np.ndarray, used: np.ndarray) -> np.ndarray:
     return H if len(used) == len(H) else H[used]
 
 
-def warn_unrelated(H: np.ndarray, names: list[str] | None = None) -> np.ndarray:
-    """related_views' mask, with a warning naming each view it leaves out."""
-    keep, best = related_views(H)
-    n, k = H.shape[2:]
-    for p in np.flatnonzero(~keep):
+def full_weights(mu: np.ndarray, used: np.ndarray, n_views: int) -> np.ndarray:
+    """The weights mu of the views `used` (indices) as one weight per view, 0 for the views left out."""
+    full = np.zeros(n_views)
+    full[used] = mu
+    return full
+
+
+def warn_unrelated(related: np.ndarray, shares: np.ndarray, n: int, k: int, names: list[str] | None = None) -> None:
+    """A warning naming each view related_views left out, with its largest share and the threshold."""
+    for p in np.flatnonzero(~np.asarray(related, bool)):
         view = p if names is None else f"{p} ({names[p]!r})"
-        warnings.warn(f"view {view} shares no cluster structure with any other view (largest share of its cluster "
-                      f"directions {best[p]:.3g}, chance level {(k - 1) / n:.3g}); it is left out of the fusion and "
-                      "of the average graph (weight 0)", stacklevel=3)
-    return keep
+        user_warning(f"view {view} shares no cluster structure with any other view (largest share of its cluster "
+                     f"directions {shares[p]:.3g}, chance level {(k - 1) / n:.3g}, threshold "
+                     f"{related_threshold(n, k, len(related)):.3g}); it is left out of the fusion and of the average "
+                     "graph (weight 0)")
 
 
 def simplex_qp(M: np.ndarray, f: np.ndarray, tol: float = 1e-12, max_iter: int = 1000) -> np.ndarray:

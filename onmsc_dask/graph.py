@@ -4,14 +4,14 @@ Equation numbers refer to the numbered equations of the ONMSC paper in source or
 """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
-from .validation import check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list
+from .validation import (check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
+                         user_warning)
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -139,8 +139,7 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
                          f"n_clusters={n_clusters}, so its top-{n_clusters} eigenvectors would pick an arbitrary "
                          "subset of them; raise n_neighbors (or n_nearest_landmarks), or drop the view")
     if c > 1:
-        warnings.warn(f"{label}: its graph has {c} disconnected pieces; each will be a cluster or part of one",
-                      stacklevel=3)
+        user_warning(f"{label}: its graph has {c} disconnected pieces; each will be a cluster or part of one")
 
 
 def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int | None) -> np.ndarray:
@@ -205,8 +204,8 @@ class NormalizedHighOrderAffinity(LinearOperator):
         n = A.shape[0]
         degrees = self.power(np.ones(n))  # Eq. 2 for A^o
         if (degrees <= 0).any():
-            warnings.warn(f"{int((degrees <= 0).sum())} isolated points (zero degree) at order {order}; "
-                          "they get zero rows in G", stacklevel=2)
+            user_warning(f"{int((degrees <= 0).sum())} isolated points (zero degree) at order {order}; "
+                         "they get zero rows in G")
         self.inv_sqrt_degrees = np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
         super().__init__(np.float64, (n, n))
 

@@ -28,7 +28,8 @@ import scipy.sparse as sp
 from dask.delayed import Delayed
 
 from .assign import assign_labels
-from .fusion import eigenvalue_scaled, late_fusion, views_used, warn_unrelated
+from .fusion import (eigenvalue_scaled, full_weights, late_fusion, related_views, views_used,
+                     warn_unrelated)
 from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows, metric_for,
                     resolve_metric, value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -196,8 +197,9 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     k, order = check_n_clusters(n_clusters, n), check_order(order)
     random_state, requested = check_seed(random_state), metric_list(metric, v)
     m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n)
-    lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1)
-    lambda2 = float(k * order) if lambda2 == "auto" else check_lambda("lambda2", lambda2, positive=True)
+    lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1, rules=["auto"])
+    lambda2 = (float(k * order) if lambda2 in ("auto", None)  # None: the default before "auto" existed
+               else check_lambda("lambda2", lambda2, positive=True, rules=["auto"]))
     seeds = [int(s) for s in np.random.SeedSequence(random_state).generate_state(v + 2)]
     params = {"landmarks": {"n_landmarks": m, "metric": requested, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
@@ -258,35 +260,39 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     for p in range(v):
         check_components(Zs[f"Z{p}"], f"view {p} ({store.view_names[p]!r})", k, anchor=True)
 
-    def embed(jobs: list[list[Any]], widths: list[int]) -> list[np.ndarray]:
+    def embed(jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[np.ndarray]:
         """Anchor embeddings of the graphs given by row blocks (one list per graph) with `method`."""
         if method == "gram":
-            Hs = _compute(client, *[_gram_embedding(z, k, seeds[-2]) for z in jobs])
+            Hs = _compute(client, *[_gram_embedding(z, k, seed) for z, seed in zip(jobs, job_seeds)])
         else:
             Hs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], k, client)
         return [_fix_signs(np.asarray(h)) for h in Hs]
 
+    def average(Zc: list[list[Any]]) -> list[Any]:
+        """Row blocks of the average graph of the views' anchor matrices (their columns side by side)."""
+        return [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
+
     def embeddings() -> dict[str, Any]:
         Zc = [_split(path, p, store.row_chunks(0)) for p in range(v)]
         widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
-        H = np.repeat(np.stack(embed(Zc, widths))[:, None], order, axis=1)  # H^(o) is the same for every order
-        related = warn_unrelated(H, store.view_names) if drop_unrelated_views else np.ones(v, bool)
+        *Hs, F = embed(Zc + [average(Zc)], widths + [sum(widths)], seeds[:v] + [seeds[-2]])  # seeds as ONMSC's
+        H = np.repeat(np.stack(Hs)[:, None], order, axis=1)  # H^(o) is the same for every order
+        related, shares = related_views(H) if drop_unrelated_views else (np.ones(v, bool), np.full(v, np.inf))
         used = np.flatnonzero(related)
-        stacked = [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs)
-                   for zs in zip(*[Zc[p] for p in used])]
-        F = embed([stacked], [sum(widths[p] for p in used)])[0]
+        if len(used) < v:  # F of the related views only
+            F = embed([average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0]
         lam = np.stack([embedding_eigenvalues(Zs[f"Z{p}"], "anchor", H[p]) for p in range(v)])
-        return {"H": H, "eigenvalues": lam, "F": F, "related": related}
+        return {"H": H, "eigenvalues": lam, "F": F, "related": related, "shares": shares}
 
-    emb = stage("embeddings", ["H", "eigenvalues", "F", "related"], embeddings)
+    emb = stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"], embeddings)
     used = np.flatnonzero(emb["related"])
+    warn_unrelated(emb["related"], emb["shares"], n, k, store.view_names)  # also when the stage is resumed
 
     def fusion() -> dict[str, Any]:
-        H = eigenvalue_scaled(emb["H"], emb["eigenvalues"]) if eigenvalue_scaling else emb["H"]
-        fused = late_fusion(views_used(H, used), emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
-        mu = np.zeros(v)
-        mu[used] = fused.view_weights
-        return {"embedding": fused.embedding, "view_weights": mu,
+        H = views_used(emb["H"], used)
+        H = eigenvalue_scaled(H, views_used(emb["eigenvalues"], used)) if eigenvalue_scaling else H
+        fused = late_fusion(H, emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
+        return {"embedding": fused.embedding, "view_weights": full_weights(fused.view_weights, used, v),
                 "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 
     fus = stage("fusion", ["embedding", "view_weights", "objective", "converged"], fusion)

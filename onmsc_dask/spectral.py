@@ -4,7 +4,8 @@
 - ``nystrom``: the paper's Algorithms 2-3 (uniform landmark columns of G, randomized SVD, orthogonalization).
   Kept to reproduce the paper: on sparse kNN graphs it recovers almost nothing (see docs/solvers.md).
 - ``anchor``: anchor graph A = Z Lambda^-1 Z^T; its degrees and eigenvectors (the same for every order A^o)
-  reduce to a tall-skinny QR of an n x m matrix and an m x m eigenproblem.
+  reduce to an m x m eigenproblem: the sparse Gram matrix C^T C of the n x m factor C (default), or a tall-skinny
+  QR of C (``outofcore.fit_store(method="tsqr")``).
 """
 from __future__ import annotations
 
@@ -169,7 +170,8 @@ def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) ->
     C^T C (as outofcore.py's default ``"gram"`` method; O(n r^2), against O(n m^2) for the QR of C)."""
     Z = sp.csr_matrix(Z, dtype=np.float64)
     pieces = anchor_factor_pieces(anchor_column_sums(Z))
-    return anchor_embed_rows(Z, pieces, anchor_gram_transform(anchor_scaled_gram(Z, pieces), k, random_state))
+    T = anchor_gram_transform(anchor_scaled_gram(Z, pieces), k, random_state)
+    return _fix_signs(anchor_embed_rows(Z, pieces, T))
 
 
 def embedding_eigenvalues(graph: sp.csr_matrix, solver: str, H: np.ndarray) -> np.ndarray:

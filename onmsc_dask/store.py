@@ -416,7 +416,9 @@ def _write_csr(group: zarr.Group, name: str, matrix: Any, dtype: np.dtype) -> za
     arrays = {"data": matrix.data.astype(dtype), "indices": matrix.indices, "indptr": matrix.indptr}
     for key, values in arrays.items():
         chunk = max(1, min(len(values), _CSR_CHUNK_BYTES // values.dtype.itemsize))
-        sub.create_array(key, data=values, chunks=(chunk,))
+        # fill values no valid matrix holds, so a missing chunk file is detected by _read_csr
+        fill = np.nan if values.dtype.kind == "f" else -1 if values.dtype.kind == "i" else 0
+        sub.create_array(key, data=values, chunks=(chunk,), fill_value=fill)
     return sub
 
 
@@ -439,8 +441,11 @@ def _read_csr(group: zarr.Group, start: int, stop: int) -> sp.csr_matrix:
     lo, hi = int(indptr[0]), int(indptr[-1])
     data, indices = group["data"][lo:hi], group["indices"][lo:hi]
     shape = (stop - start, int(group.attrs["shape"][1]))
-    # a missing chunk file reads as zeros: an invalid CSR, on which scipy crashes instead of raising
-    if (np.diff(indptr) < 0).any() or (len(indices) and not 0 <= indices.min() <= indices.max() < shape[1]):
+    # a missing chunk file reads as the fill value (-1, NaN; zeros in stores written before that, which only the
+    # first two tests catch); an invalid CSR makes scipy crash instead of raising
+    if (indptr[0] < 0 or (np.diff(indptr) < 0).any()
+            or (len(indices) > 0 and not 0 <= indices.min() <= indices.max() < shape[1])
+            or (data.dtype.kind == "f" and np.isnan(data).any())):
         raise ValueError(f"sparse array {group.path!r} rows {start}:{stop} are damaged (a chunk file is missing "
                          "or truncated)")
     return sp.csr_matrix((data, indices, indptr - lo), shape=shape)

@@ -1,6 +1,8 @@
 """Input checks with errors that name the view and the problem (scikit-learn ``check_array`` style)."""
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -12,6 +14,17 @@ import scipy.sparse as sp
 DISTINCT_CHECK_ROWS = 2000
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_warning(message: str) -> None:
+    """A UserWarning attributed to the first caller outside this package, whatever the call depth."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
 def _name(p: int, names: Sequence[str] | None) -> str:
     return f"view {p}" + (f" ({names[p]!r})" if names is not None else "")
 
@@ -21,7 +34,7 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     label = _name(p, names)
     if hasattr(X, "compute") and not sp.issparse(X):
         X = X.compute()
-    if np.iscomplexobj(X.data if sp.issparse(X) else np.asarray(X)):
+    if np.issubdtype(X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype, np.complexfloating):
         raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
@@ -96,8 +109,8 @@ def check_views(views, view_names: Sequence[str] | None = None) -> list:
     for p, X in enumerate(checked):
         zr = zero_rows(X)
         if zr.size:
-            warnings.warn(f"{_name(p, view_names)}: {zr.size} all-zero rows (e.g. {zr[:5].tolist()}); they are "
-                          "linked by distance only, since they have no direction", stacklevel=3)
+            user_warning(f"{_name(p, view_names)}: {zr.size} all-zero rows (e.g. {zr[:5].tolist()}); they are "
+                         "linked by distance only, since they have no direction")
     return checked
 
 
@@ -121,12 +134,12 @@ def check_order(order: int) -> int:
     return int(order)
 
 
-def check_lambda(name: str, value: float, positive: bool = False) -> float:
-    """A finite lambda, >= 0 (> 0 when ``positive``)."""
+def check_lambda(name: str, value: float, positive: bool = False, rules: Sequence[str] = ("auto", "select")) -> float:
+    """A finite lambda, >= 0 (> 0 when ``positive``); ``rules`` are the names accepted instead of a number."""
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, 'auto' or 'select', got {value!r}") from None
+        raise ValueError(f"{name} must be a number or one of {list(rules)}, got {value!r}") from None
     if not np.isfinite(value) or value < 0 or (positive and value == 0):
         raise ValueError(f"{name} must be finite and {'> 0' if positive else '>= 0'}, got {value}")
     return value
@@ -140,16 +153,16 @@ def check_seed(random_state) -> int | None:
     return None if random_state is None else int(random_state)
 
 
-def check_landmarks(n_landmarks: int, n_nearest: int, n_clusters: int, n_samples: int) -> int:
-    """The number of landmarks used, min(n_landmarks, n), checked to exceed k (the anchor graph has at most m
-    eigenvectors), and 1 <= n_nearest <= m."""
+def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int) -> int:
+    """The number of landmarks used, min(n_landmarks, n), checked to exceed k (the landmark graph has at most m
+    eigenvectors), and, for an anchor graph (``n_nearest`` given), 2 <= n_nearest <= m."""
     m = min(int(n_landmarks), n_samples)
     if m <= n_clusters:
         raise ValueError(f"n_landmarks={n_landmarks} must be larger than n_clusters={n_clusters}: the landmark "
                          f"graph has at most n_landmarks eigenvectors and the embedding needs {n_clusters}")
-    if not 1 <= n_nearest <= m:
-        raise ValueError(f"n_nearest_landmarks={n_nearest} must satisfy 1 <= n_nearest_landmarks <= "
-                         f"n_landmarks={m}")
+    if n_nearest is not None and not 2 <= n_nearest <= m:
+        raise ValueError(f"n_nearest_landmarks={n_nearest} must satisfy 2 <= n_nearest_landmarks <= n_landmarks={m}"
+                         " (with one landmark per sample the anchor graph falls apart into one piece per landmark)")
     return m
 
 

@@ -208,12 +208,13 @@ def test_other_input_errors(two_views):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(lambda1=-1.0), "lambda1 must be finite and >= 0"),
     (dict(lambda1=float("nan")), "lambda1 must be finite"),
-    (dict(lambda1="big"), "lambda1 must be a number, 'auto' or 'select'"),
+    (dict(lambda1="big"), r"lambda1 must be a number or one of \['auto', 'select'\]"),
     (dict(lambda2=0.0), "lambda2 must be finite and > 0"),
     (dict(order=True), "order must be a positive integer"),
     (dict(embedding="anchor", n_landmarks=3), "n_landmarks=3 must be larger than n_clusters=3"),
     (dict(embedding="nystrom", n_landmarks=2), "n_landmarks=2 must be larger than n_clusters=3"),
     (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=0), "n_nearest_landmarks=0 must satisfy"),
+    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=1), "one piece per landmark"),
 ])
 def test_bad_parameters_named(two_views, kwargs, match):
     """Checked before any work: before, n_landmarks < k gave embeddings with fewer than k columns (ACC 0.65 on
@@ -245,11 +246,15 @@ def test_views_container_errors(views, error, match):
         ONMSC(2).fit(views)
 
 
-def test_complex_view_rejected(two_views):
+@pytest.mark.parametrize("fmt", ["dense", "csr", "lil", "dok"])
+def test_complex_view_rejected_and_any_sparse_format_accepted(two_views, fmt):
+    def as_fmt(X):
+        return X if fmt == "dense" else sp.csr_matrix(X).asformat(fmt)
+
     with pytest.raises(ValueError, match="view 1: has complex values"):
-        ONMSC(3).fit([two_views[0], two_views[1] + 1j])
-    with pytest.raises(ValueError, match="view 1: has complex values"):
-        ONMSC(3).fit([two_views[0], sp.csr_matrix(two_views[1] * 1j)])
+        ONMSC(3).fit([two_views[0], as_fmt(two_views[1] + 1j)])
+    ref = ONMSC(3, random_state=0).fit(two_views).labels_
+    np.testing.assert_array_equal(ONMSC(3, random_state=0).fit([two_views[0], as_fmt(two_views[1])]).labels_, ref)
 
 
 # --------------------------------------------------------------------------- inputs untouched

@@ -284,3 +284,17 @@ def test_read_result_rows_reads_only_the_chunks_of_those_rows(tmp_path, rng, mon
     np.testing.assert_array_equal(store.read_result_rows("g", "Z", 0, 5).toarray(), first.toarray())
     with pytest.raises(ValueError, match="rows 0:200 are damaged"):
         store.read_result("g", "Z")
+
+
+@pytest.mark.parametrize("array, chunk", [("data", 3), ("indices", 3), ("indptr", 0), ("indptr", 5)])
+def test_any_missing_chunk_of_a_stored_sparse_matrix_is_detected(tmp_path, rng, monkeypatch, array, chunk):
+    """CSR arrays are written with fill values no valid matrix holds (NaN, -1): a deleted chunk of any of them
+    is an error, never a silently different matrix (zeros were valid column indices and values)."""
+    from onmsc_dask import store as store_module
+
+    monkeypatch.setattr(store_module, "_CSR_CHUNK_BYTES", 80)
+    store = MultiViewStore.create(tmp_path / "s.zarr", [rng.normal(size=(200, 2))])
+    store.write_result("g", "Z", sp.random(200, 30, density=0.1, format="csr", random_state=1), {})
+    (store.path / "stages" / "g" / "Z" / array / "c" / str(chunk)).unlink()
+    with pytest.raises(ValueError, match="are damaged"):
+        store.read_result("g", "Z")
