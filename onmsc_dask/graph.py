@@ -185,15 +185,6 @@ def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp
     return sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * r + 1, r)), shape=(n, L.shape[0]))
 
 
-def anchor_to_affinity(Z: sp.spmatrix) -> LinearOperator:
-    """A = Z Lambda^-1 Z^T with Lambda = diag(Z^T 1), as an operator (never formed)."""
-    lam = np.asarray(Z.sum(axis=0)).ravel()
-    inv = np.where(lam > 0, 1.0 / np.where(lam > 0, lam, 1.0), 0.0)
-    n = Z.shape[0]
-    return LinearOperator((n, n), matvec=lambda x: Z @ (inv * (Z.T @ x)),
-                          matmat=lambda x: Z @ (inv[:, None] * (Z.T @ x)), dtype=np.float64)
-
-
 class NormalizedHighOrderAffinity(LinearOperator):
     """G = D^-1/2 A^o D^-1/2 with D = diag(A^o 1); A^o is applied as o products, never formed."""  # Eqs. 2-3, 7-8
 

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from onmsc_dask import graph
-from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, anchor_to_affinity, build_graph,
+from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, build_graph,
                               default_n_neighbors, knn_affinity, nearest_neighbors, resolve_metric,
                               select_landmarks, view_affinity)
 
@@ -193,7 +193,7 @@ def test_check_components_warns_up_to_k_pieces_and_raises_above():
     Z = np.kron(np.eye(3), np.ones((30, 2))) * rng.uniform(0.1, 1.0, size=(90, 6))  # 2 landmarks per blob
     Z[29, 2] = 0.5  # a point of blob 0 also linked to a landmark of blob 1
     Z = sp.csr_matrix(Z)
-    A = sp.csr_matrix(anchor_to_affinity(Z) @ np.eye(90))
+    A = sp.csr_matrix(Z @ sp.diags(1.0 / np.asarray(Z.sum(axis=0)).ravel()) @ Z.T)  # A = Z Lambda^-1 Z^T
     assert graph.n_components(Z, anchor=True) == 2 == graph.n_components(A)
     assert graph.n_components(sp.csr_matrix(np.ones((90, 1))), anchor=True) == 1  # one landmark joins every sample
     square = sp.csr_matrix(np.eye(4)[[3, 3, 0, 0]])  # m = n: samples 0, 1 share landmark 3; 2, 3 landmark 0
@@ -245,7 +245,7 @@ def test_normalized_high_order_affinity_isolated_point():
 # --------------------------------------------------------------------------- anchor graphs
 
 
-def test_anchor_affinity_rows_and_to_affinity_matches_dense():
+def test_anchor_affinity_rows_link_nearest_landmarks():
     X, _ = _blobs(n=90, d=4, seed=9)
     L = select_landmarks(X, 12, random_state=0)
     assert L.shape == (12, 4)
@@ -257,36 +257,9 @@ def test_anchor_affinity_rows_and_to_affinity_matches_dense():
     nearest = np.argsort(((X[:, None] - L[None]) ** 2).sum(-1), axis=1)[:, :3]
     for i in range(90):
         assert set(Z[i].indices) == set(nearest[i])
-    Zd = Z.toarray()
-    ref = Zd @ np.diag(1.0 / Zd.sum(axis=0)) @ Zd.T
-    op = anchor_to_affinity(Z)
-    assert op.shape == (90, 90)
-    x = np.random.default_rng(0).normal(size=90)
-    np.testing.assert_allclose(op @ x, ref @ x, rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(op @ np.eye(90), ref, rtol=1e-10, atol=1e-13)
-    # A 1 = 1 for row-stochastic Z
-    np.testing.assert_allclose(op @ np.ones(90), 1.0, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(Z.sum(axis=1)).ravel(), 1.0)  # rows sum to 1, so A 1 = 1
 
 
-def test_anchor_to_affinity_unused_anchor_and_high_order():
-    rng = np.random.default_rng(10)
-    Zd = rng.random((40, 6)) * (rng.random((40, 6)) < 0.5)
-    Zd[:, 5] = 0.0  # an anchor no point links to
-    Zd[:, 0] += 0.05
-    Z = sp.csr_matrix(Zd)
-    lam = Zd.sum(axis=0)
-    inv = np.where(lam > 0, 1 / np.where(lam > 0, lam, 1), 0)
-    ref = Zd @ np.diag(inv) @ Zd.T
-    op = anchor_to_affinity(Z)
-    np.testing.assert_allclose(op @ np.eye(40), ref, rtol=1e-10, atol=1e-13)
-    for order in (1, 2, 3):
-        Ao = np.linalg.matrix_power(ref, order)
-        deg = Ao.sum(1)
-        G = NormalizedHighOrderAffinity(op, order)
-        np.testing.assert_allclose(G @ np.eye(40), Ao / np.sqrt(np.outer(deg, deg)), rtol=1e-9, atol=1e-12)
-
-
-@pytest.mark.filterwarnings("ignore:kNN graph")
 def test_build_graph_dispatch():
     X, _ = _blobs(n=80, d=3, seed=11)
     kw = dict(n_neighbors=7, metric="euclidean", n_landmarks=10, n_nearest_landmarks=3, random_state=0)
