@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 import dask
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
-from .graph import build_graph, check_components, resolve_graph_inputs
+from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
 from .fusion import eigenvalue_scaled, full_weights, late_fusion, related_views, views_used, warn_unrelated
-from .selection import select_fusion
+from .selection import distortion, select_fusion
 from .validation import check_lambda, check_landmarks, check_order, check_seed
 from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
 
@@ -42,7 +42,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : number of clusters k.
-    n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)``.
+    n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)`` and, for late fusion on
+        kNN graphs, refits with half the smallest cluster found when that is smaller, keeping the tighter H*
+        (``n_neighbors_tried_``; docs/defaults.md).
     order : largest order O of the affinities A^o.
     lambda1, lambda2 : weights of the average-graph term and of the view-diversity term of Eq. 11.
         ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = k * O, the scale of the QP's linear
@@ -100,8 +102,33 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for name in ("lambda1", "lambda2"):  # checked before any work
             self._fixed_lambda(name, getattr(self, name), 1.0)
         views = _as_views(views)
-        if self.fusion == "early":
-            return self._fit_early(views, t0)
+        if self.fusion == "early":  # measured: the refit below picks worse N for early fusion (docs/defaults.md)
+            self._fit_early(views, t0)
+            return self
+        self._fit_late(views, random_state, t0)
+        if self.n_neighbors is None and self.embedding_solver_ != "anchor":
+            self._refit_for_small_clusters(views, random_state)
+        return self
+
+    def _refit_for_small_clusters(self, views, random_state: int | None) -> None:
+        """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one
+        (graph.smallest_cluster_neighbors) and keep the fit whose H* has the lower k-means distortion
+        (selection.distortion, as in the "select" search); docs/defaults.md. ``n_neighbors_tried_`` maps each N
+        fitted to its distortion (empty when no refit was needed)."""
+        k, N0 = self.n_clusters, self.n_neighbors_
+        N1 = smallest_cluster_neighbors(self.labels_, k, N0)
+        if N1 == N0:
+            return
+        other = clone(self).set_params(n_neighbors=N1).fit(views)
+        seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for both scores
+        tried = {N: distortion(fit.embedding_, k, np.random.default_rng(seed)) for N, fit in ((N0, self), (N1, other))}
+        if tried[N1] < tried[N0]:
+            self.__dict__.update({name: value for name, value in vars(other).items() if name.endswith("_")})
+        self.n_neighbors_tried_ = tried
+
+    def _fit_late(self, views, random_state: int | None, t0: float) -> None:
+        """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters."""
+        self.n_neighbors_tried_ = {}
         views, k, n_neighbors, self.metric_ = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors,
                                                                    self.metric)
         n = views[0].shape[0]
@@ -151,7 +178,6 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.view_embeddings_, self.average_embedding_ = H, F
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
-        return self
 
     @staticmethod
     def _fixed_lambda(name: str, value, auto: float) -> float | None:
@@ -160,7 +186,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return float(auto) if value == "auto" else None
         return check_lambda(name, value, positive=name == "lambda2")
 
-    def _fit_early(self, views, t0: float):
+    def _fit_early(self, views, t0: float) -> None:
         """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself)."""
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
                               n_neighbors=self.n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
@@ -173,7 +199,6 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.view_weights_, self.alpha_, self.objective_ = r.view_weights, r.alpha, np.array(r.objective)
         self.n_iter_, self.converged_ = r.n_iter, r.converged
         self.timings_ = {"total": time.perf_counter() - t0}
-        return self
 
     def fit_predict(self, views, y=None) -> np.ndarray:
         return self.fit(views).labels_

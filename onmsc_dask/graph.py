@@ -57,6 +57,14 @@ def default_n_neighbors(n_samples: int, n_clusters: int) -> int:
     return int(min(n_samples - 1, np.clip(round(n_samples / (2 * n_clusters)), 5, 15)))
 
 
+def smallest_cluster_neighbors(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
+    """The rule of default_n_neighbors applied to the smallest cluster of a first clustering instead of the mean
+    one: half its size, within [5, n_neighbors]. Smaller than n_neighbors when that clustering found clusters
+    smaller than twice n_neighbors (imbalanced classes), whose points would otherwise need neighbours outside."""
+    smallest = np.bincount(labels, minlength=n_clusters).min()
+    return int(min(n_neighbors, max(5, round(smallest / 2))))
+
+
 def _prepare(X, metric: str):
     """Rows ready for the metric: log(1 + count) for counts, then unit-normalized for cosine and counts (so
     euclidean search is equivalent)."""

@@ -352,3 +352,30 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
     assert accuracy(y, est.labels_) >= accuracy(y, base.labels_) - 0.02
     off = ONMSC(10, fusion=fusion, drop_unrelated_views=False, random_state=0).fit(noisy)
     assert off.related_views_.all() and off.view_weights_[3] > 0
+
+
+def test_default_neighbours_refit_for_small_clusters():
+    """With imbalanced clusters (12 points next to 2 x 90) the default N = 15 exceeds half the small cluster: the
+    fit is redone with N from the smallest cluster found and the one with the tighter H* is kept; the result is
+    the fit with that N given explicitly. An explicit N is never changed."""
+    from onmsc_dask.graph import smallest_cluster_neighbors
+    from onmsc_dask.selection import distortion
+
+    assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 12]), 3, 15) == 6
+    assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 4]), 3, 15) == 5  # at least 5
+    assert smallest_cluster_neighbors(np.repeat([0, 1], [50, 60]), 2, 15) == 15  # at most the default
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1, 2], [90, 90, 12])
+    centres = rng.normal(size=(3, 6)) * 1.5
+    views = [centres[y] + rng.normal(size=(len(y), 6)),
+             centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
+    est = ONMSC(3, random_state=0).fit(views)
+    assert set(est.n_neighbors_tried_) == {15, smallest_cluster_neighbors(ONMSC(3, n_neighbors=15, random_state=0)
+                                                                          .fit(views).labels_, 3, 15)}
+    assert est.n_neighbors_ == min(est.n_neighbors_tried_, key=est.n_neighbors_tried_.get)
+    again = ONMSC(3, n_neighbors=est.n_neighbors_, random_state=0).fit(views)
+    assert again.n_neighbors_tried_ == {}
+    np.testing.assert_array_equal(again.labels_, est.labels_)
+    seed = np.random.SeedSequence(0).generate_state(1)[0]
+    best = min(est.n_neighbors_tried_.values())
+    assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(best)
