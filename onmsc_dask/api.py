@@ -42,9 +42,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : number of clusters k.
-    n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)`` and, for late fusion on
-        kNN graphs, refits with half the smallest cluster found when that is smaller, keeping the tighter H*
-        (``n_neighbors_tried_``; docs/defaults.md).
+    n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)`` and, on kNN graphs,
+        refits late fusion with half the smallest cluster found when that is smaller, keeping the tighter H*
+        (``n_neighbors_tried_``; early fusion uses the N this settles on; docs/defaults.md).
     order : largest order O of the affinities A^o.
     lambda1, lambda2 : weights of the average-graph term and of the view-diversity term of Eq. 11.
         ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = k * O, the scale of the QP's linear
@@ -102,7 +102,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for name in ("lambda1", "lambda2"):  # checked before any work
             self._fixed_lambda(name, getattr(self, name), 1.0)
         views = _as_views(views)
-        if self.fusion == "early":  # measured: the refit below picks worse N for early fusion (docs/defaults.md)
+        if self.fusion == "early":
             self._fit_early(views, t0)
             return self
         self._fit_late(views, random_state, t0)
@@ -187,9 +187,15 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return check_lambda(name, value, positive=name == "lambda2")
 
     def _fit_early(self, views, t0: float) -> None:
-        """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself)."""
+        """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself). The default N is the
+        one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
+        worse N on MSRC-v5)."""
+        n_neighbors, self.n_neighbors_tried_ = self.n_neighbors, {}
+        if n_neighbors is None:
+            late = clone(self).set_params(fusion="late").fit(views)
+            n_neighbors, self.n_neighbors_tried_ = late.n_neighbors_, late.n_neighbors_tried_
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
-                              n_neighbors=self.n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
+                              n_neighbors=n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
                               max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
                               random_state=check_seed(self.random_state))
         r = ef.result

@@ -377,5 +377,7 @@ def test_default_neighbours_refit_for_small_clusters():
     assert again.n_neighbors_tried_ == {}
     np.testing.assert_array_equal(again.labels_, est.labels_)
     seed = np.random.SeedSequence(0).generate_state(1)[0]
+    early = ONMSC(3, fusion="early", random_state=0).fit(views)
+    assert early.n_neighbors_ == est.n_neighbors_ and early.n_neighbors_tried_ == est.n_neighbors_tried_
     best = min(est.n_neighbors_tried_.values())
     assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(best)
