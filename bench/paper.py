@@ -125,9 +125,10 @@ def run_dataset(path: Path, full: bool, out_dir: Path) -> dict:
     res["lf_grid"], res["ef_grid"] = lf_grid, ef_grid
 
     # ---- (b) ablation (defaults)
-    abl = {"BL": score(y, LinearCombination(k, order=1, random_state=SEED).fit(views).labels_),
-           "BL+HCI": score(y, LinearCombination(k, order=2, random_state=SEED).fit(views).labels_),
-           "BL+NLM": score(y, fit_early_fusion(views, k, order=1, random_state=SEED).labels),
+    N_ef = main["ONMSC-EF (defaults)"]["N"]  # every variant on the graphs of the full method
+    abl = {"BL": score(y, LinearCombination(k, order=1, n_neighbors=N_ef, random_state=SEED).fit(views).labels_),
+           "BL+HCI": score(y, LinearCombination(k, order=2, n_neighbors=N_ef, random_state=SEED).fit(views).labels_),
+           "BL+NLM": score(y, fit_early_fusion(views, k, order=1, n_neighbors=N_ef, random_state=SEED).labels),
            "BL+NLM+HCI": main["ONMSC-EF (defaults)"]}
     res["ablation"] = {m: {kk: v[kk] for kk in ("acc", "nmi", "purity")} for m, v in abl.items()}
 
