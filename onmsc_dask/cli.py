@@ -166,7 +166,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
             "resolved": {"n_clusters": n_clusters, "n_neighbors": model.n_neighbors_,
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
                          "lambda1": model.lambda1_, "lambda2": model.lambda2_,
-                         "related_views": model.related_views_.tolist()}}
+                         "related_views": model.related_views_.tolist(),
+                         "n_neighbors_tried": {str(N): d for N, d in model.n_neighbors_tried_.items()}}}
 
 
 def run(args: argparse.Namespace, log: _Log) -> dict:
