@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 
 import dask
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels
@@ -26,14 +28,18 @@ def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: in
 
 
 def _as_views(views):
-    """A list of views, read from a MultiViewStore or a store path if one is given."""
+    """The views as a list, read once (a MultiViewStore or its path is read, dask arrays are computed, an iterator
+    is consumed), so the refits of the default N reuse them; containers check_views rejects are passed through."""
     from .store import MultiViewStore
 
     if isinstance(views, (str, os.PathLike)):
         views = MultiViewStore(views)
     if isinstance(views, MultiViewStore):
         return [views.read_view(p) for p in range(views.n_views)]
-    return views
+    if isinstance(views, (Mapping, np.ndarray)) or sp.issparse(views) or hasattr(views, "iloc") or hasattr(
+            views, "compute"):
+        return views
+    return [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in views]
 
 
 class ONMSC(ClusterMixin, BaseEstimator):
@@ -114,17 +120,27 @@ class ONMSC(ClusterMixin, BaseEstimator):
         """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one
         (graph.smallest_cluster_neighbors) and keep the fit whose H* has the lower k-means distortion
         (selection.distortion, as in the "select" search); docs/defaults.md. ``n_neighbors_tried_`` maps each N
-        fitted to its distortion (empty when no refit was needed)."""
+        fitted to its distortion (empty when no refit was needed, None for a refit that failed its input checks)."""
         k, N0 = self.n_clusters, self.n_neighbors_
         N1 = smallest_cluster_neighbors(self.labels_, k, N0)
         if N1 == N0:
             return
-        other = clone(self).set_params(n_neighbors=N1).fit(views)
+        t0, first_timings = time.perf_counter(), self.timings_
         seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for both scores
-        tried = {N: distortion(fit.embedding_, k, np.random.default_rng(seed)) for N, fit in ((N0, self), (N1, other))}
-        if tried[N1] < tried[N0]:
-            self.__dict__.update({name: value for name, value in vars(other).items() if name.endswith("_")})
+        tried = {N0: distortion(self.embedding_, k, np.random.default_rng(seed)), N1: None}
+        try:
+            with warnings.catch_warnings():  # the first fit has already warned about these views
+                warnings.simplefilter("ignore")
+                other = clone(self).set_params(n_neighbors=N1).fit(views)
+        except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
+            other = None
+        if other is not None:
+            tried[N1] = distortion(other.embedding_, k, np.random.default_rng(seed))
+            if tried[N1] < tried[N0]:
+                self.__dict__.update({name: value for name, value in vars(other).items() if name.endswith("_")})
         self.n_neighbors_tried_ = tried
+        self.timings_ = {**self.timings_, "first_fit_total": sum(first_timings.values()),
+                         "small_cluster_refit": time.perf_counter() - t0}
 
     def _fit_late(self, views, random_state: int | None, t0: float) -> None:
         """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters."""
@@ -191,8 +207,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
         worse N on MSRC-v5)."""
         n_neighbors, self.n_neighbors_tried_ = self.n_neighbors, {}
-        if n_neighbors is None:
-            late = clone(self).set_params(fusion="late").fit(views)
+        if n_neighbors is None:  # exact graphs and the default lambdas: the settings early fusion shares
+            late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto").fit(views)
             n_neighbors, self.n_neighbors_tried_ = late.n_neighbors_, late.n_neighbors_tried_
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
                               n_neighbors=n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,

@@ -216,7 +216,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     def stage(name: str, results: list[str], compute: Any) -> dict[str, Any]:
         """Read stage `name`'s results from the store, or compute, write and complete it."""
         t0 = time.perf_counter()
-        if store.has_stage(name, params[name], results):
+        if not computed and store.has_stage(name, params[name], results):  # after a recomputed stage, all are
             out = {r: store.read_result(name, r) for r in results}
             done = "read from the store (resumed)"
         else:

@@ -381,3 +381,28 @@ def test_default_neighbours_refit_for_small_clusters():
     assert early.n_neighbors_ == est.n_neighbors_ and early.n_neighbors_tried_ == est.n_neighbors_tried_
     best = min(est.n_neighbors_tried_.values())
     assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(best)
+
+
+def test_default_neighbours_refit_reads_the_views_once_and_never_fails_the_fit():
+    """The refit reuses the views read once (dask arrays computed once, an iterator consumed once), and a refit
+    that fails its input checks (here: at N = 5 the tight groups fall apart into more pieces than k) keeps the
+    first fit instead of failing it."""
+    rng = np.random.default_rng(0)
+    groups = np.concatenate([np.array([3.0 * g, 0]) + 0.01 * rng.standard_normal((6, 2)) for g in range(20)])
+    X = np.vstack([groups, np.array([30.0, 50]) + 0.5 * rng.standard_normal((10, 2))])  # 120 + 10 samples
+    twin = X + 0.001 * rng.standard_normal(X.shape)
+    est = ONMSC(2, random_state=0).fit(iter([X, twin]))
+    assert est.n_neighbors_ == 15 and est.n_neighbors_tried_[5] is None
+    np.testing.assert_array_equal(est.labels_, ONMSC(2, n_neighbors=15, random_state=0).fit([X, twin]).labels_)
+
+    calls = []
+    y = np.repeat([0, 1, 2], [200, 16, 16])
+    centres = rng.standard_normal((3, 10)) * 2.2
+    arrays = [centres[y] + rng.standard_normal((len(y), 10)), centres[y][:, ::-1] + rng.standard_normal((len(y), 10))]
+    views = [da.from_delayed(dask.delayed(lambda a: calls.append(1) or a, pure=False)(a), a.shape, a.dtype)
+             for a in arrays]
+    for fusion in ("late", "early"):
+        calls.clear()
+        with dask.config.set(scheduler="synchronous"):  # the loads run in this process, where they are counted
+            fitted = ONMSC(3, fusion=fusion, random_state=0).fit(views)
+        assert len(fitted.n_neighbors_tried_) == 2 and len(calls) == 2  # one load per view

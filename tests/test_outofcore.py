@@ -105,6 +105,9 @@ def test_resume_skips_completed_and_recomputes_affected(store):
     assert len(np.unique(changed.labels)) == 8
     np.testing.assert_array_equal(store.read_result("landmarks", "L0"), landmarks)
     assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["labels"]
+    params = store.stages()["embeddings"]  # an interrupted rewrite: the embeddings stage is incomplete again
+    store.write_result("embeddings", "F", store.read_result("embeddings", "F"), params)
+    assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["embeddings", "fusion", "labels"]
 
 
 def _free_port() -> int:
