@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import dask
 import numpy as np
@@ -16,7 +16,7 @@ from .early_fusion import fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
 from .fusion import eigenvalue_scaled, full_weights, late_fusion, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
-from .validation import check_lambda, check_landmarks, check_order, check_seed
+from .validation import check_lambda, check_landmarks, check_order, check_seed, view_list
 from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
 
 
@@ -29,17 +29,14 @@ def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: in
 
 def _as_views(views):
     """The views as a list, read once (a MultiViewStore or its path is read, dask arrays are computed, an iterator
-    is consumed), so the refits of the default N reuse them; containers check_views rejects are passed through."""
+    is consumed), so the refits of the default N reuse them."""
     from .store import MultiViewStore
 
     if isinstance(views, (str, os.PathLike)):
         views = MultiViewStore(views)
     if isinstance(views, MultiViewStore):
         return [views.read_view(p) for p in range(views.n_views)]
-    if isinstance(views, (Mapping, np.ndarray)) or sp.issparse(views) or hasattr(views, "iloc") or hasattr(
-            views, "compute"):
-        return views
-    return [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in views]
+    return [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)]
 
 
 class ONMSC(ClusterMixin, BaseEstimator):
@@ -162,10 +159,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for p, (graph, *_) in enumerate(results):
             check_components(graph, f"view {p}", k, anchor=solver == "anchor")
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
-        self.related_views_ = np.ones(len(H), bool)
-        if self.drop_unrelated_views:
-            self.related_views_, shares = related_views(H)
-            warn_unrelated(self.related_views_, shares, n, k)
+        self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
+        warn_unrelated(self.related_views_, shares, n, k)
         used = np.flatnonzero(self.related_views_)
         F = average_graph_embedding([results[p][0] for p in used], solver, k,
                                     n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))

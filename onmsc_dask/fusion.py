@@ -58,12 +58,14 @@ def related_threshold(n: int, k: int, n_views: int) -> float:
     return float(chi2.ppf(1 - UNRELATED_ALPHA / max(n_views - 1, 1), max(k - 1, 1) ** 2) / (n * max(k - 1, 1)))
 
 
-def related_views(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def related_views(H: np.ndarray, drop: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Mask of the views that share more of their cluster directions with at least one other view than two
     independent views would (related_threshold), and each view's largest share. A view unrelated to all others
     (e.g. noise) is what the diversity term -lambda2 mu^T M mu rewards most, so it is left out of the fusion
-    (docs/defaults.md); if no view is related to another, all are kept."""
+    (docs/defaults.md); if no view is related to another, or ``drop`` is off, all are kept."""
     v, _, n, k = H.shape
+    if not drop:
+        return np.ones(v, bool), np.full(v, np.inf)
     S = shared_structure(H)
     np.fill_diagonal(S, -np.inf)
     best = S.max(axis=1) if v > 1 else np.full(v, np.inf)

@@ -277,7 +277,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
         *Hs, F = embed(Zc + [average(Zc)], widths + [sum(widths)], seeds[:v] + [seeds[-2]])  # seeds as ONMSC's
         H = np.repeat(np.stack(Hs)[:, None], order, axis=1)  # H^(o) is the same for every order
-        related, shares = related_views(H) if drop_unrelated_views else (np.ones(v, bool), np.full(v, np.inf))
+        related, shares = related_views(H, drop=drop_unrelated_views)
         used = np.flatnonzero(related)
         if len(used) < v:  # F of the related views only
             F = embed([average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0]

@@ -85,8 +85,9 @@ def zero_rows(X) -> np.ndarray:
     return np.flatnonzero(norms == 0)
 
 
-def check_views(views, view_names: Sequence[str] | None = None) -> list:
-    """Validate a list of views: each 2-D, finite, non-constant, all with the same number of rows."""
+def view_list(views) -> list:
+    """``views`` as a list of views, rejecting a single table (array, sparse matrix, dask array, DataFrame, a
+    list of rows) or a mapping with an error saying how to pass it."""
     if sp.issparse(views) or isinstance(views, np.ndarray) or hasattr(views, "compute"):
         raise TypeError("views must be a list of arrays (one per view), not a single array; wrap it as [X]")
     if isinstance(views, Mapping) or hasattr(views, "iloc"):
@@ -98,6 +99,12 @@ def check_views(views, view_names: Sequence[str] | None = None) -> list:
     if all(np.ndim(X) < 2 for X in views):
         raise ValueError("views must be a list of n x d arrays, but every entry is 1-D: a single table given as a "
                          "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")
+    return views
+
+
+def check_views(views, view_names: Sequence[str] | None = None) -> list:
+    """Validate a list of views: each 2-D, finite, non-constant, all with the same number of rows."""
+    views = view_list(views)
     if view_names is not None and len(view_names) != len(views):
         raise ValueError(f"{len(view_names)} view names for {len(views)} views")
     checked = [check_view(X, p, view_names) for p, X in enumerate(views)]
