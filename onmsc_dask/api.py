@@ -17,14 +17,13 @@ from .graph import build_graph, check_components, resolve_graph_inputs, smallest
 from .fusion import eigenvalue_scaled, full_weights, late_fusion, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import check_lambda, check_landmarks, check_order, check_seed, view_list
-from .spectral import average_graph_embedding, embed_graph, embedding_eigenvalues, resolve_solver
+from .spectral import average_graph_embedding, embed_graph, resolve_solver
 
 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int):
     """Graph, H_p^(o) and their eigenvalues, o = 1..order, of one view (one Dask task)."""
     graph = build_graph(X, solver, random_state=seed, **graph_params)
-    H = embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed)
-    return graph, H, embedding_eigenvalues(graph, solver, H)
+    return graph, *embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed)
 
 
 def _as_views(views):

@@ -33,8 +33,8 @@ from .fusion import (eigenvalue_scaled, full_weights, late_fusion, related_views
 from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows, metric_for,
                     resolve_metric, value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
-                       anchor_column_sums, anchor_gram_transform, anchor_scaled_gram, eigvecs_from_factor,
-                       embedding_eigenvalues)
+                       anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
+                       eigvecs_from_factor)
 from .store import MultiViewStore
 from .validation import (check_finite, check_lambda, check_landmarks, check_n_clusters, check_not_constant,
                          check_order, check_seed, column_range, metric_list)
@@ -54,7 +54,7 @@ class OutOfCoreResult:
     view_weights: np.ndarray  # mu, (v,)
     objective: np.ndarray  # J after each late-fusion iteration
     view_embeddings: np.ndarray  # H_p^(o), (v, O, n, k)
-    view_eigenvalues: np.ndarray  # their eigenvalues, (v, O, k) (spectral.embedding_eigenvalues)
+    view_eigenvalues: np.ndarray  # their eigenvalues, (v, O, k) (spectral.embed_graph)
     average_embedding: np.ndarray  # F, n x k, of the related views
     related_views: np.ndarray  # (v,) bool, views kept by fusion.related_views (the others have weight 0)
     metrics: list[str]  # resolved metric of each view
@@ -145,22 +145,23 @@ def _compute(client: Any, *objs: Any) -> tuple:
 
 
 def _gram_embedding(Zc: list[Any], k: int, seed: int) -> Delayed:
-    """Delayed n x k embedding of the anchor graph given by row blocks Zc (method "gram")."""
+    """Delayed (n x k embedding, top-k eigenvalues) of the anchor graph given by row blocks Zc (method "gram")."""
     sums = _tree_sum([dask.delayed(anchor_column_sums, pure=True)(z) for z in Zc])
     pieces = dask.delayed(anchor_factor_pieces, pure=True)(sums)
     S = _tree_sum([dask.delayed(anchor_scaled_gram, pure=True)(z, pieces) for z in Zc])
-    T = dask.delayed(anchor_gram_transform, pure=True)(S, k, seed)
-    return dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
+    T, vals = dask.delayed(anchor_gram_transform, pure=True, nout=2)(S, k, seed)
+    H = dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
+    return dask.delayed(tuple, pure=True)([H, vals])
 
 
 def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k: int,
-                     client: Any) -> list[np.ndarray]:
-    """Embedding of each job (row blocks, chunks, m) via tsqr of the row-chunked C (method "tsqr");
+                     client: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Embedding and eigenvalues of each job (row blocks, chunks, m) via tsqr of the row-chunked C (method "tsqr");
     jobs run concurrently (each eigvecs_from_factor call computes twice)."""
     sums = [_tree_sum([dask.delayed(anchor_column_sums, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
     pieces = [anchor_factor_pieces(s) for s in _compute(client, *sums)]
 
-    def run(job: tuple, piece: dict) -> np.ndarray:
+    def run(job: tuple, piece: dict) -> tuple[np.ndarray, np.ndarray]:
         Zc, chunks, m = job
         piece = _share(piece, client, broadcast=True)
         C = da.concatenate([da.from_delayed(dask.delayed(anchor_factor_rows, pure=True)(z, piece), (e - s, m), float)
@@ -260,13 +261,13 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     for p in range(v):
         check_components(Zs[f"Z{p}"], f"view {p} ({store.view_names[p]!r})", k, anchor=True)
 
-    def embed(jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[np.ndarray]:
-        """Anchor embeddings of the graphs given by row blocks (one list per graph) with `method`."""
+    def embed(jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Anchor embeddings and eigenvalues of the graphs given by row blocks (one list per graph) with `method`."""
         if method == "gram":
-            Hs = _compute(client, *[_gram_embedding(z, k, seed) for z, seed in zip(jobs, job_seeds)])
+            pairs = _compute(client, *[_gram_embedding(z, k, seed) for z, seed in zip(jobs, job_seeds)])
         else:
-            Hs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], k, client)
-        return [_fix_signs(np.asarray(h)) for h in Hs]
+            pairs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], k, client)
+        return [(_fix_signs(np.asarray(h)), vals) for h, vals in pairs]
 
     def average(Zc: list[list[Any]]) -> list[Any]:
         """Row blocks of the average graph of the views' anchor matrices (their columns side by side)."""
@@ -275,13 +276,12 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
     def embeddings() -> dict[str, Any]:
         Zc = [_split(path, p, store.row_chunks(0)) for p in range(v)]
         widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
-        *Hs, F = embed(Zc + [average(Zc)], widths + [sum(widths)], seeds[:v] + [seeds[-2]])  # seeds as ONMSC's
-        H = np.repeat(np.stack(Hs)[:, None], order, axis=1)  # H^(o) is the same for every order
+        *pairs, (F, _) = embed(Zc + [average(Zc)], widths + [sum(widths)], seeds[:v] + [seeds[-2]])  # as ONMSC's
+        H, lam = (np.stack(a) for a in zip(*[anchor_order_embeddings(h, vals, order) for h, vals in pairs]))
         related, shares = related_views(H, drop=drop_unrelated_views)
         used = np.flatnonzero(related)
         if len(used) < v:  # F of the related views only
-            F = embed([average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0]
-        lam = np.stack([embedding_eigenvalues(Zs[f"Z{p}"], "anchor", H[p]) for p in range(v)])
+            F = embed([average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0][0]
         return {"H": H, "eigenvalues": lam, "F": F, "related": related, "shares": shares}
 
     emb = stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"], embeddings)

@@ -129,11 +129,11 @@ def anchor_scaled_gram(Z: sp.csr_matrix, pieces: dict) -> sp.csr_matrix:
     return (B.T @ sp.diags(inv_sqrt**2) @ B).tocsr()
 
 
-def anchor_gram_transform(S: sp.csr_matrix, k: int, seed: int) -> np.ndarray:
-    """T (m x k) with H = D^-1/2 B T: the top-k eigenvectors V, values s^2 of C^T C = S give the left
-    singular vectors C V / s of C, i.e. the top-k eigenvectors of G = C C^T."""
+def anchor_gram_transform(S: sp.csr_matrix, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """T (m x k) with H = D^-1/2 B T, and the top-k eigenvalues s^2 of G = C C^T: the top-k eigenvectors V,
+    values s^2 of C^T C = S give the left singular vectors C V / s of C, i.e. the top-k eigenvectors of G."""
     vals, V = top_eigenvectors(S, k, seed)
-    return V / np.sqrt(np.maximum(vals, np.finfo(float).tiny))
+    return V / np.sqrt(np.maximum(vals, np.finfo(float).tiny)), vals
 
 
 def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarray:
@@ -149,8 +149,9 @@ def anchor_factor(Z: sp.spmatrix) -> np.ndarray:
     return anchor_factor_rows(Z, anchor_factor_pieces(anchor_column_sums(Z)))
 
 
-def eigvecs_from_factor(C, k: int) -> np.ndarray:
-    """Top-k eigenvectors of C C^T via a tall-skinny QR (C = Q R) and the m x m eigenproblem of R R^T."""
+def eigvecs_from_factor(C, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k eigenvectors and eigenvalues of C C^T via a tall-skinny QR (C = Q R) and the m x m eigenproblem of
+    R R^T."""
     if hasattr(C, "dask"):
         import dask.array as da
 
@@ -162,45 +163,48 @@ def eigvecs_from_factor(C, k: int) -> np.ndarray:
     top = np.argsort(vals)[::-1][:k]
     H = Q @ V[:, top]
     H = H.compute() if hasattr(H, "compute") else H
-    return _fix_signs(np.asarray(H))
+    return _fix_signs(np.asarray(H)), vals[top]
 
 
-def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) -> np.ndarray:
-    """H^(o) of an anchor graph, the same for every order o (see above), from the sparse m x m Gram matrix
-    C^T C (as outofcore.py's default ``"gram"`` method; O(n r^2), against O(n m^2) for the QR of C)."""
+def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """H^(o) of an anchor graph, the same for every order o (see above), and A's top-k eigenvalues (those of
+    A^o are their o-th powers), from the sparse m x m Gram matrix C^T C (as outofcore.py's default ``"gram"``
+    method; O(n r^2), against O(n m^2) for the QR of C)."""
     Z = sp.csr_matrix(Z, dtype=np.float64)
     pieces = anchor_factor_pieces(anchor_column_sums(Z))
-    T = anchor_gram_transform(anchor_scaled_gram(Z, pieces), k, random_state)
-    return _fix_signs(anchor_embed_rows(Z, pieces, T))
+    T, vals = anchor_gram_transform(anchor_scaled_gram(Z, pieces), k, random_state)
+    return _fix_signs(anchor_embed_rows(Z, pieces, T)), vals
 
 
-def embedding_eigenvalues(graph: sp.csr_matrix, solver: str, H: np.ndarray) -> np.ndarray:
-    """Rayleigh quotients diag(H^(o)T G^(o) H^(o)) of embeddings H (orders, n, k) of one view's graph, shape
-    (orders, k): the eigenvalues of G^(o) when H^(o) are its eigenvectors. For an anchor graph G^(o) = A^o with
-    A = C C^T (degrees 1), so they are the o-th powers of ||C^T h||^2."""
-    if solver == "anchor":
-        Z = sp.csr_matrix(graph, dtype=np.float64)
-        B, inv_sqrt = anchor_scaled_rows(Z, anchor_factor_pieces(anchor_column_sums(Z)))
-        first = ((B.T @ (inv_sqrt[:, None] * H[0])) ** 2).sum(axis=0)  # ||C^T h||^2, C = D^-1/2 B
-        return np.stack([first ** (o + 1) for o in range(len(H))])
+def anchor_order_embeddings(H: np.ndarray, vals: np.ndarray, orders: int) -> tuple[np.ndarray, np.ndarray]:
+    """H^(o) = H and the eigenvalues vals^o of G^(o) = A^o, o = 1..orders, of an anchor graph."""
+    return np.repeat(H[None], orders, axis=0), np.stack([vals ** (o + 1) for o in range(orders)])
+
+
+def rayleigh_quotients(graph: sp.csr_matrix, H: np.ndarray) -> np.ndarray:
+    """diag(H^(o)T G^(o) H^(o)) of embeddings H (orders, n, k) of a kNN graph, shape (orders, k): the
+    eigenvalues of G^(o) when H^(o) are its eigenvectors."""
     return np.stack([np.einsum("nk,nk->k", h, NormalizedHighOrderAffinity(graph, o + 1) @ h) for o, h in enumerate(H)])
 
 
 def embed_graph(graph: sp.csr_matrix, solver: str, k: int, orders: int, *, n_landmarks: int = 0,
-                random_state: int | None = None) -> np.ndarray:
-    """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``), shape (orders, n, k)."""
+                random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``), shape (orders, n, k), and the
+    eigenvalues of each G^(o) they span, shape (orders, k)."""
     if solver == "anchor":
-        return np.repeat(anchor_embedding(graph, k, random_state)[None], orders, axis=0)
+        return anchor_order_embeddings(*anchor_embedding(graph, k, random_state), orders)
     if solver == "nystrom":
-        return np.stack([nystrom_embedding(graph, k, o, n_landmarks, random_state=random_state)
-                         for o in range(1, orders + 1)])
-    return np.stack([exact_embedding(graph, k, o, random_state) for o in range(1, orders + 1)])
+        H = np.stack([nystrom_embedding(graph, k, o, n_landmarks, random_state=random_state)
+                      for o in range(1, orders + 1)])
+        return H, rayleigh_quotients(graph, H)
+    pairs = [top_eigenvectors(NormalizedHighOrderAffinity(graph, o), k, random_state) for o in range(1, orders + 1)]
+    return np.stack([H for _, H in pairs]), np.stack([vals for vals, _ in pairs])
 
 
 def average_graph_embedding(graphs: list[sp.csr_matrix], solver: str, k: int, *, n_landmarks: int = 0,
                             random_state: int | None = None) -> np.ndarray:
     """F: first-order embedding of the average affinity (1/v) sum_p A_p (the anchor one stacks the B_p)."""
     if solver == "anchor":
-        return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k, random_state)
+        return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k, random_state)[0]
     return embed_graph(sum(graphs) / len(graphs), solver, k, 1, n_landmarks=n_landmarks,
-                       random_state=random_state)[0]
+                       random_state=random_state)[0][0]

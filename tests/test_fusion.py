@@ -234,7 +234,7 @@ def digits_embeddings():
              np.hstack([img.sum(axis=1), img.sum(axis=2)])]
     k, O = 10, 2
     graphs = [view_affinity(V, 15, "cosine") for V in views]
-    H = np.stack([embed_graph(A, "exact", k, O, random_state=0) for A in graphs])
+    H = np.stack([embed_graph(A, "exact", k, O, random_state=0)[0] for A in graphs])
     F = average_graph_embedding(graphs, "exact", k, random_state=0)
     return H, F, y
 

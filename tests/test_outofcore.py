@@ -51,6 +51,7 @@ def test_equals_in_memory_anchor(store, method):
     est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, random_state=0).fit(views)
     res = fit_store(store, 10, method=method, **PARAMS)
     np.testing.assert_allclose(res.view_embeddings, est.view_embeddings_, atol=1e-8)  # same seeds and signs
+    np.testing.assert_allclose(res.view_eigenvalues, est.view_eigenvalues_, atol=1e-8)  # from the m x m problem
     np.testing.assert_allclose(res.average_embedding, est.average_embedding_, atol=1e-8)
     np.testing.assert_allclose(res.view_weights, est.view_weights_, atol=1e-8)
     np.testing.assert_array_equal(res.labels, est.labels_)

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
                               select_landmarks)
 from onmsc_dask.spectral import (anchor_embedding, anchor_factor, average_graph_embedding, eigvecs_from_factor,
-                                 embed_graph, embedding_eigenvalues, exact_embedding, nystrom_embedding,
+                                 embed_graph, exact_embedding, nystrom_embedding,
                                  orthogonalize, randomized_eigh, resolve_solver, top_eigenvectors)
 
 
@@ -209,38 +209,44 @@ def test_anchor_embedding_is_the_dense_high_order_embedding(order):
     vals = np.sort(np.linalg.eigvalsh(G))[::-1]
     assert vals[K - 1] - vals[K] > 1e-3, "anchor test data needs an eigengap"
     _, ref = _dense_top(G, K)
-    H = anchor_embedding(Z, K)
+    H, vals_a = anchor_embedding(Z, K)
     assert H.shape == (Z.shape[0], K)
+    np.testing.assert_allclose(vals_a ** order, vals[:K], atol=1e-8)
     _assert_orthonormal(H)
     assert _projector_error(H, ref) < 1e-7
-    Ho = embed_graph(Z, "anchor", K, order)
+    Ho, _ = embed_graph(Z, "anchor", K, order)
     assert Ho.shape == (order, Z.shape[0], K) and _projector_error(Ho[-1], ref) < 1e-7
 
 
 def test_eigvecs_from_factor_dask_equals_numpy():
     Z, _ = _anchor_data()
     C = anchor_factor(Z)
-    H_np = eigvecs_from_factor(C, K)
-    H_da = eigvecs_from_factor(da.from_array(C, chunks=(75, C.shape[1])), K)
+    H_np, vals_np = eigvecs_from_factor(C, K)
+    H_da, vals_da = eigvecs_from_factor(da.from_array(C, chunks=(75, C.shape[1])), K)
+    np.testing.assert_allclose(vals_da, vals_np, atol=1e-10)
+    np.testing.assert_allclose(vals_np, anchor_embedding(Z, K)[1], atol=1e-8)
     assert isinstance(H_da, np.ndarray) and H_da.shape == H_np.shape
     np.testing.assert_allclose(H_da, H_np, atol=1e-10)  # sign convention makes them identical
     assert _projector_error(H_da, H_np) < 1e-10
-    assert _projector_error(anchor_embedding(Z, K), H_np) < 1e-7  # the Gram route spans the same subspace
+    assert _projector_error(anchor_embedding(Z, K)[0], H_np) < 1e-7  # the Gram route spans the same subspace
 
 
-@pytest.mark.parametrize("solver", ["exact", "anchor"])
+@pytest.mark.parametrize("solver", ["exact", "anchor", "nystrom"])
 def test_embedding_eigenvalues_are_the_dense_top_eigenvalues(solver):
-    """The Rayleigh quotients of each H^(o) are the top-k eigenvalues of the dense D^-1/2 A^o D^-1/2."""
+    """The eigenvalues embed_graph returns with each H^(o) are its Rayleigh quotients, and for the exact and
+    anchor solvers the top-k eigenvalues of the dense D^-1/2 A^o D^-1/2."""
     if solver == "anchor":
         graph, Ad = _anchor_data()
     else:
         graph = _knn_graph(150, seed=70)
         Ad = graph.toarray()
-    H = embed_graph(graph, solver, K, 3, random_state=0)
-    vals = embedding_eigenvalues(graph, solver, H)
+    H, vals = embed_graph(graph, solver, K, 3, n_landmarks=graph.shape[0], random_state=0)
     assert vals.shape == (3, K)
     for o in range(3):
-        np.testing.assert_allclose(vals[o], _dense_top(_dense_G(Ad, o + 1), K)[0][:K], atol=1e-7)
+        G = _dense_G(Ad, o + 1)
+        np.testing.assert_allclose(vals[o], np.einsum("nk,nk->k", H[o], G @ H[o]), atol=1e-7)
+        if solver != "nystrom":  # its subspace is approximate with m < n + k + s
+            np.testing.assert_allclose(vals[o], _dense_top(G, K)[0][:K], atol=1e-7)
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -248,15 +254,15 @@ def test_embedding_eigenvalues_are_the_dense_top_eigenvalues(solver):
 
 def test_embed_graph_shapes_and_orders():
     A = _knn_graph(120, seed=50)
-    H = embed_graph(A, "exact", K, 3, random_state=0)
-    assert H.shape == (3, 120, K)
+    H, vals = embed_graph(A, "exact", K, 3, random_state=0)
+    assert H.shape == (3, 120, K) and vals.shape == (3, K)
     for o in range(3):
         _assert_orthonormal(H[o])
         assert _projector_error(H[o], exact_embedding(A, K, o + 1, 0)) < 1e-10
-    Hn = embed_graph(A, "nystrom", K, 2, n_landmarks=120, random_state=0)
+    Hn, _ = embed_graph(A, "nystrom", K, 2, n_landmarks=120, random_state=0)
     assert Hn.shape == (2, 120, K)
     Z, _ = _anchor_data(n=120, m=15)
-    Ha = embed_graph(Z, "anchor", K, 2)
+    Ha, _ = embed_graph(Z, "anchor", K, 2)
     assert Ha.shape == (2, 120, K)
 
 
