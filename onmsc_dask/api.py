@@ -16,7 +16,7 @@ from .early_fusion import fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
 from .fusion import eigenvalue_scaled, full_weights, late_fusion, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
-from .validation import check_lambda, check_landmarks, check_order, check_seed, view_list
+from .validation import check_int, check_lambda, check_landmarks, check_seed, view_list
 from .spectral import average_graph_embedding, embed_graph, resolve_solver
 
 
@@ -99,10 +99,13 @@ class ONMSC(ClusterMixin, BaseEstimator):
         t0 = time.perf_counter()
         if self.fusion not in ("late", "early"):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
-        check_order(self.order)
+        for name in ("order", "n_init", "max_iter"):
+            check_int(name, getattr(self, name))
         random_state = check_seed(self.random_state)
         for name in ("lambda1", "lambda2"):  # checked before any work
             self._fixed_lambda(name, getattr(self, name), 1.0)
+        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
+            delattr(self, name)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         views = _as_views(views)
         if self.fusion == "early":
             self._fit_early(views, t0)

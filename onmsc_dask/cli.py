@@ -28,11 +28,15 @@ _METRIC_NAMES = {"acc": "ACC", "nmi": "NMI", "purity": "purity", "ari": "ARI"}
 _VERSIONED = ("onmsc-dask", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent")
 
 
-def _positive_int(text: str) -> int:
+def _positive_int(text: str, minimum: int = 1) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
     return value
+
+
+def _seed(text: str) -> int:
+    return _positive_int(text, minimum=0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-neighbors", type=_positive_int, help="kNN graph neighbours N (default: from n and k)")
     run.add_argument("--n-landmarks", type=_positive_int, default=1000,
                      help="landmarks m of the anchor graph, and Nystrom columns (default: 1000)")
-    run.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
+    run.add_argument("--random-state", type=_seed, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=_positive_int, default=2, help="LocalCluster worker processes (default: 2)")
     return parser
 

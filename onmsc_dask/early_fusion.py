@@ -22,7 +22,7 @@ from .assign import assign_labels
 from .fusion import full_weights, related_views, simplex_qp, warn_unrelated
 from .graph import NormalizedHighOrderAffinity, check_components, resolve_graph_inputs, view_affinity
 from .spectral import exact_embedding, top_eigenvectors
-from .validation import check_order
+from .validation import check_int
 
 #: floats per column block of the exact trace computation (v x n x b <= this), about 32 MB
 TRACE_BLOCK_FLOATS = 2**22
@@ -171,7 +171,7 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
     """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
     learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
     ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views)."""
-    check_order(order)
+    check_int("order", order)
     graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state)
     seed = 0 if random_state is None else random_state
     related = np.ones(len(graphs), bool)

@@ -41,13 +41,22 @@ def metric_for(min_value: float, zero_fraction: float, integer: bool) -> str:
     return "counts" if integer and zero_fraction >= COUNTS_MIN_ZERO_FRACTION else "cosine"
 
 
-def resolve_metric(X, metric: str = "auto") -> str:
-    """Metric for a view (``auto``: ``metric_for`` its values)."""
-    if metric != "auto":
-        if metric not in METRICS:
-            raise ValueError(f"metric must be 'auto' or one of {METRICS}, got {metric!r}")
-        return metric
-    return metric_for(*value_summary(X))
+def resolve_metric(X, metric: str = "auto", label: str = "the view") -> str:
+    """Metric for a view (``auto``: ``metric_for`` its values), checked against its values."""
+    return metric_from_values(metric, *value_summary(X), label=label)
+
+
+def metric_from_values(metric: str, min_value: float, zero_fraction: float, integer: bool,
+                       label: str = "the view") -> str:
+    """``metric_for`` the values for ``auto``; a given metric is checked: ``counts`` needs non-negative values."""
+    if metric == "auto":
+        return metric_for(min_value, zero_fraction, integer)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be 'auto' or one of {METRICS}, got {metric!r}")
+    if metric == "counts" and min_value < 0:
+        raise ValueError(f"{label}: metric 'counts' (cosine on log(1 + count)) needs non-negative values, "
+                         f"found {min_value:g}")
+    return metric
 
 
 def default_n_neighbors(n_samples: int, n_clusters: int) -> int:
@@ -241,4 +250,5 @@ def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric
     k = check_n_clusters(n_clusters, n)
     check_distinct_samples(views, k)
     N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
-    return views, k, N, [resolve_metric(X, m) for X, m in zip(views, metric_list(metric, len(views)))]
+    return views, k, N, [resolve_metric(X, m, f"view {p}")
+                         for p, (X, m) in enumerate(zip(views, metric_list(metric, len(views))))]

@@ -24,6 +24,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from .store import MultiViewStore, as_labels
+from .validation import user_warning
 
 __all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_csv"]
 
@@ -186,7 +187,7 @@ def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]
     """Transpose views stored d×n so each has n rows.
 
     n is len(y), or without labels the dimension shared by all views (the more common
-    row count when every view shares both). Square views are kept as they are.
+    row count, with a warning, when every view shares both). Square views are kept as they are.
     """
     if y is not None:
         n = len(y)
@@ -197,6 +198,10 @@ def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]
             raise ValueError(f"{source}: views share no dimension, cannot tell samples: {shapes}")
         rows = Counter(v.shape[0] for v in views if v.shape[0] in shared)
         n = rows.most_common(1)[0][0] if rows else min(shared)
+        if len(shared) > 1:
+            user_warning(f"{source}: every view has both {sorted(shared)} among its dimensions and there are no "
+                         f"labels, so the samples are a guess: {n} (the more common row count); store labels y or "
+                         f"views with one orientation to settle it")
     oriented = []
     for p, view in enumerate(views):
         if view.shape[0] != n and view.shape[1] == n:
@@ -331,7 +336,7 @@ def load_csv(
 ) -> tuple[list[View], np.ndarray | None]:
     """Views from numeric comma-separated files, one per view, and labels from `y_path`.
 
-    A first row that is not all numbers is taken as a header and skipped.
+    A first row with a text field is taken as a header and skipped; an empty field is an error.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     views = [_as_view(_read_csv(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
@@ -339,16 +344,22 @@ def load_csv(
     return _check_rows(views, y, ", ".join(map(str, paths))), y
 
 
-def _read_csv(path: Path) -> np.ndarray:
-    with path.open() as f:
-        first = f.readline()
+def _is_number(field: str) -> bool:
     try:
-        [float(field) for field in first.split(",")]
-        skip = 0
+        float(field)
     except ValueError:
-        skip = 1
+        return False
+    return True
+
+
+def _read_csv(path: Path) -> np.ndarray:
+    """A numeric CSV file (UTF-8, a byte-order mark allowed); a first row with a text field is a header. An empty
+    field is an error, not a header."""
+    with path.open(encoding="utf-8-sig") as f:
+        first = f.readline()
+    skip = int(any(field.strip() and not _is_number(field) for field in first.split(",")))
     try:
-        return np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64)
+        return np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64, encoding="utf-8-sig")
     except ValueError as exc:
         raise ValueError(f"{path}: not a numeric CSV file ({exc})") from exc
 

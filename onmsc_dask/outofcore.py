@@ -15,6 +15,7 @@ the row-chunked C (``method="tsqr"``, spectral.eigvecs_from_factor: O(n m^2)).
 from __future__ import annotations
 
 import operator
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,14 +31,15 @@ from dask.delayed import Delayed
 from .assign import assign_labels
 from .fusion import (eigenvalue_scaled, full_weights, late_fusion, related_views, views_used,
                      warn_unrelated)
-from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows, metric_for,
-                    resolve_metric, value_summary)
+from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows,
+                    metric_from_values, value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
                        anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
                        eigvecs_from_factor)
 from .store import MultiViewStore
-from .validation import (check_finite, check_lambda, check_landmarks, check_n_clusters, check_not_constant,
-                         check_order, check_seed, column_range, metric_list)
+from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_lambda, check_landmarks, check_n_clusters,
+                         check_int, check_n_distinct, check_not_constant, check_seed, column_range, metric_list,
+                         n_distinct, row_ids, row_keys)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
 
@@ -95,15 +97,42 @@ def _chunk_scan(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> tu
             sample.toarray() if sp.issparse(sample) else sample)
 
 
+def _chunk_distinct_rows(path: str, p: int, start: int, stop: int,
+                         at_least: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct rows (validation.row_keys) of a chunk of view p and each row's index into them, or None when
+    there are at least `at_least` (the view alone then has enough distinct samples)."""
+    keys, inverse = np.unique(row_keys(MultiViewStore(path).read_rows(p, start, stop)), return_inverse=True)
+    return None if len(keys) >= at_least else (keys, inverse)
+
+
+def _view_row_ids(chunks: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """validation.row_ids of a whole view from its chunks' distinct rows."""
+    where = np.unique(np.concatenate([keys for keys, _ in chunks]), return_inverse=True)[1]
+    starts = np.cumsum([0] + [len(keys) for keys, _ in chunks])
+    return np.concatenate([where[s:s + len(keys)][inverse] for s, (keys, inverse) in zip(starts, chunks)])
+
+
+def check_store_distinct(store: MultiViewStore, n_clusters: int, client: Any = None) -> None:
+    """validation.check_distinct_samples out of core: the first rows of every view on the client and, only when
+    they hold fewer than k distinct samples, each chunk's distinct rows on the workers."""
+    first = min(store.n_samples, DISTINCT_CHECK_ROWS)
+    if n_distinct((row_ids(store.read_rows(p, 0, first)) for p in range(store.n_views)), n_clusters) >= n_clusters:
+        return
+    path = str(store.path.resolve())
+    views = _compute(client, *[[dask.delayed(_chunk_distinct_rows, pure=True)(path, p, s, e, n_clusters)
+                                for s, e in store.row_chunks(p)] for p in range(store.n_views)])
+    if not any(c is None for chunks in views for c in chunks):
+        check_n_distinct(n_distinct(map(_view_row_ids, views), n_clusters), n_clusters)
+
+
 def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> str:
-    """The view's metric (graph.resolve_metric) from its chunk summaries, after checking it is not constant."""
+    """The view's metric (graph.metric_from_values) from its chunk summaries, after checking it is not constant."""
     rows = sum(s.rows for s in summaries)
     spread = np.max([s.col_max for s in summaries], axis=0) - np.min([s.col_min for s in summaries], axis=0)
     check_not_constant(spread, rows, label)
-    if metric != "auto":
-        return resolve_metric(np.zeros((1, 1)), metric)
-    return metric_for(min(s.min_value for s in summaries), sum(s.zero_fraction * s.rows for s in summaries) / rows,
-                      all(s.integer for s in summaries))
+    return metric_from_values(metric, min(s.min_value for s in summaries),
+                              sum(s.zero_fraction * s.rows for s in summaries) / rows,
+                              all(s.integer for s in summaries), label)
 
 
 def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarray, n_nearest: int,
@@ -172,7 +201,7 @@ def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k
         return list(pool.map(run, jobs, pieces))
 
 
-def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landmarks: int = 1000,
+def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, order: int = 2, n_landmarks: int = 1000,
               n_nearest_landmarks: int = 3, metric: str | Sequence[str] = "auto", lambda1: float | str = "auto",
               lambda2: float | str = "auto", n_init: int = 10, random_state: int | None = None,
               client: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
@@ -180,7 +209,8 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
               drop_unrelated_views: bool = True, progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
-    Parameters are those of ``ONMSC(embedding="anchor")`` (lambdas a number or ``"auto"``); in addition
+    `store` is a MultiViewStore or its path. Parameters are those of ``ONMSC(embedding="anchor")`` (lambdas a
+    number or ``"auto"``); in addition
     landmark_init, landmark_sample : k-means initialisation (graph.LANDMARK_INITS) and rows sampled per view
         for the landmarks (graph.select_landmarks, with the same defaults).
     method : ``"gram"`` or ``"tsqr"``, the eigen-solver of the anchor operator (module docstring).
@@ -194,8 +224,10 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
         raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    store = store if isinstance(store, MultiViewStore) else MultiViewStore(store)
     path, v, n = str(store.path.resolve()), store.n_views, store.n_samples
-    k, order = check_n_clusters(n_clusters, n), check_order(order)
+    k, order = check_n_clusters(n_clusters, n), check_int("order", order)
+    check_int("n_init", n_init), check_int("max_iter", max_iter), check_int("landmark_sample", landmark_sample)
     random_state, requested = check_seed(random_state), metric_list(metric, v)
     m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n)
     lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1, rules=["auto"])
@@ -243,6 +275,7 @@ def fit_store(store: MultiViewStore, n_clusters: int, *, order: int = 2, n_landm
             view_metrics.append(view_metric)
             lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
                                                                  landmark_init, view_metric))
+        check_store_distinct(store, k, client)
         resolved, lms = _compute(client, view_metrics, lms)
         return {"metrics": {"metrics": list(resolved)}, **{f"L{p}": lms[p] for p in range(v)}}
 

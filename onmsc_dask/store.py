@@ -27,6 +27,9 @@ import zarr
 
 __all__ = ["MultiViewStore", "as_labels"]
 
+#: fill value of the stored labels, a label nobody uses: a missing chunk file is detected instead of read as labels
+_LABEL_FILL = np.iinfo(np.int64).min
+
 FORMAT = "onmsc-dask-store"
 FORMAT_VERSION = 1
 _CHUNK_BYTES = 32 * 2**20
@@ -136,7 +139,7 @@ class MultiViewStore:
         for p, view in enumerate(views):
             _write_view(root, f"views/{p}", view, chunk_rows)
         if labels is not None:
-            root.create_array("labels", data=labels)
+            root.create_array("labels", data=labels, fill_value=_LABEL_FILL)
         # Written last: a store whose create was interrupted has no format and fails to open.
         root.attrs.update(
             {
@@ -171,7 +174,12 @@ class MultiViewStore:
     @property
     def labels(self) -> np.ndarray | None:
         """Labels as a 1-D int64 array, or None if the store has none."""
-        return self._root["labels"][...] if "labels" in self._root else None
+        if "labels" not in self._root:
+            return None
+        labels = self._root["labels"][...]
+        if (labels == _LABEL_FILL).any():  # a missing chunk file reads as the fill value
+            raise ValueError(f"store {self.path}: labels are damaged (a chunk file was deleted)")
+        return labels
 
     def is_sparse(self, p: int) -> bool:
         """Whether view `p` is stored as CSR."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -130,15 +130,18 @@ def check_n_clusters(n_clusters: int, n_samples: int) -> int:
 
 
 def check_n_neighbors(n_neighbors: int, n_samples: int) -> int:
-    if not 1 <= n_neighbors < n_samples:
+    n_neighbors = check_int("n_neighbors", n_neighbors)
+    if not n_neighbors < n_samples:
         raise ValueError(f"n_neighbors={n_neighbors} must satisfy 1 <= n_neighbors < n_samples={n_samples}")
-    return int(n_neighbors)
+    return n_neighbors
 
 
-def check_order(order: int) -> int:
-    if not isinstance(order, (int, np.integer)) or isinstance(order, bool) or order < 1:
-        raise ValueError(f"order must be a positive integer, got {order!r}")
-    return int(order)
+def check_int(name: str, value: int, minimum: int = 1) -> int:
+    """An integer parameter (not a float, bool or string) of at least ``minimum``."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        bound = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return int(value)
 
 
 def check_lambda(name: str, value: float, positive: bool = False, rules: Sequence[str] = ("auto", "select")) -> float:
@@ -154,16 +157,18 @@ def check_lambda(name: str, value: float, positive: bool = False, rules: Sequenc
 
 def check_seed(random_state) -> int | None:
     """An int or None: every stage derives its seeds from it, so the labels are the same on any cluster."""
-    if random_state is not None and (not isinstance(random_state, (int, np.integer)) or
-                                     isinstance(random_state, bool) or random_state < 0):
+    if random_state is not None and (not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool)):
         raise TypeError(f"random_state must be a non-negative int or None (a seed), got {random_state!r}")
+    if random_state is not None and random_state < 0:
+        raise ValueError(f"random_state must be a non-negative int or None (a seed), got {random_state!r}")
     return None if random_state is None else int(random_state)
 
 
 def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int) -> int:
     """The number of landmarks used, min(n_landmarks, n), checked to exceed k (the landmark graph has at most m
     eigenvectors), and, for an anchor graph (``n_nearest`` given), 2 <= n_nearest <= m."""
-    m = min(int(n_landmarks), n_samples)
+    m = min(check_int("n_landmarks", n_landmarks), n_samples)
+    n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=0)
     if m <= n_clusters:
         raise ValueError(f"n_landmarks={n_landmarks} must be larger than n_clusters={n_clusters}: the landmark "
                          f"graph has at most n_landmarks eigenvectors and the embedding needs {n_clusters}")
@@ -181,36 +186,46 @@ def metric_list(metric: str | Sequence[str], n_views: int) -> list[str]:
     return metrics
 
 
-def _row_ids(X) -> np.ndarray:
-    """An id per row, equal for identical rows (exact: compares the rows' bytes)."""
+def row_keys(X) -> np.ndarray:
+    """A key per row, equal for identical rows (exact: the rows' bytes; -0.0 counts as 0.0)."""
     if sp.issparse(X):
         X = sp.csr_matrix(X, copy=True)
         X.sum_duplicates()
         X.eliminate_zeros()
         X.sort_indices()
-        keys = [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in zip(X.indptr[:-1], X.indptr[1:])]
-        return np.unique(np.array(keys, dtype=object), return_inverse=True)[1]
+        return np.array([X.indices[a:b].tobytes() + X.data[a:b].tobytes()
+                         for a, b in zip(X.indptr[:-1], X.indptr[1:])], dtype=object)
     X = np.ascontiguousarray(X) + 0.0  # -0.0 -> 0.0
-    return np.unique(X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel(), return_inverse=True)[1]
+    return X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
 
 
-def _n_distinct(views: list, at_least: int) -> int:
-    """Number of distinct samples (rows differing in some view), counted until it reaches `at_least`."""
-    ids = np.zeros(views[0].shape[0], np.int64)
-    for X in views:  # ids of the distinct combinations of rows over the views seen so far
-        ids = np.unique(ids * (X.shape[0] + 1) + _row_ids(X), return_inverse=True)[1]
+def n_distinct(view_row_ids: Iterable[np.ndarray], at_least: int) -> int:
+    """Number of distinct samples (rows differing in some view) from each view's row ids (equal for identical
+    rows), counted until it reaches `at_least`."""
+    ids = None
+    for row_ids in view_row_ids:  # ids of the distinct combinations of rows over the views seen so far
+        ids = row_ids if ids is None else np.unique(ids * (row_ids.max() + 1) + row_ids, return_inverse=True)[1]
         if ids.max() + 1 >= at_least:
             break
     return int(ids.max() + 1)
+
+
+def check_n_distinct(found: int, n_clusters: int) -> None:
+    """Raise if `found` distinct samples cannot make n_clusters clusters."""
+    if found < n_clusters:
+        raise ValueError(f"only {found} distinct samples (rows identical in every view), fewer than "
+                         f"n_clusters={n_clusters}")
+
+
+def row_ids(X) -> np.ndarray:
+    """An id per row, 0..(distinct rows - 1), equal for identical rows."""
+    return np.unique(row_keys(X), return_inverse=True)[1]
 
 
 def check_distinct_samples(views: list, n_clusters: int) -> None:
     """Raise if fewer than k samples differ in some view: no clustering can then separate k clusters, and
     spectral clustering would split identical samples. The first rows usually settle it; all rows are compared
     only when they do not."""
-    if _n_distinct([X[:DISTINCT_CHECK_ROWS] for X in views], n_clusters) >= n_clusters:
+    if n_distinct((row_ids(X[:DISTINCT_CHECK_ROWS]) for X in views), n_clusters) >= n_clusters:
         return
-    found = _n_distinct(views, n_clusters)
-    if found < n_clusters:
-        raise ValueError(f"only {found} distinct samples (rows identical in every view), fewer than "
-                         f"n_clusters={n_clusters}")
+    check_n_distinct(n_distinct(map(row_ids, views), n_clusters), n_clusters)

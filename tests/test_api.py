@@ -215,6 +215,14 @@ def test_other_input_errors(two_views):
     (dict(embedding="nystrom", n_landmarks=2), "n_landmarks=2 must be larger than n_clusters=3"),
     (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=0), "n_nearest_landmarks=0 must satisfy"),
     (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=1), "one piece per landmark"),
+    # were truncated (2.5 -> 2, True -> 1), a raw TypeError ("7"), no iteration at all (max_iter=-3), KMeans' error
+    (dict(n_neighbors=2.5), r"n_neighbors must be a positive integer, got 2\.5"),
+    (dict(n_neighbors=True), "n_neighbors must be a positive integer, got True"),
+    (dict(n_neighbors="7"), "n_neighbors must be a positive integer, got '7'"),
+    (dict(max_iter=-3), "max_iter must be a positive integer, got -3"),
+    (dict(n_init=0), "n_init must be a positive integer, got 0"),
+    (dict(embedding="anchor", n_landmarks=20.5), r"n_landmarks must be a positive integer, got 20\.5"),
+    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=2.0), "n_nearest_landmarks must be an integer >= 0"),
 ])
 def test_bad_parameters_named(two_views, kwargs, match):
     """Checked before any work: before, n_landmarks < k gave embeddings with fewer than k columns (ACC 0.65 on
@@ -226,6 +234,8 @@ def test_bad_parameters_named(two_views, kwargs, match):
 def test_random_state_must_be_a_seed(two_views):
     with pytest.raises(TypeError, match="random_state must be a non-negative int or None"):
         ONMSC(3, random_state=np.random.RandomState(0)).fit(two_views)
+    with pytest.raises(ValueError, match="random_state must be a non-negative int or None.*-1"):
+        ONMSC(3, random_state=-1).fit(two_views)
 
 
 class _Table:
@@ -321,6 +331,19 @@ def test_early_fusion_objective_non_increasing(small_digits):
     est = ONMSC(10, fusion="early", random_state=0).fit(views)
     assert np.all(np.diff(est.objective_) <= 1e-9 * np.abs(est.objective_[:-1]))
     assert est.labels_.shape == (240,)
+
+
+def test_refit_keeps_nothing_of_an_earlier_fit(small_digits):
+    """A late-fusion estimator refitted with fusion="early" kept the late fit's lambda1_, view_embeddings_, ...
+    (stale values that no longer described the fit)."""
+    views, _ = small_digits
+    est = ONMSC(10, random_state=0).fit(views)
+    late_only = {"order_", "lambda1_", "lambda2_", "view_embeddings_", "view_eigenvalues_", "average_embedding_"}
+    assert late_only <= set(vars(est))
+    est.set_params(fusion="early").fit(views)
+    assert not late_only & set(vars(est)) and hasattr(est, "alpha_")
+    est.set_params(fusion="late").fit(views)
+    assert late_only <= set(vars(est)) and not hasattr(est, "alpha_")
 
 
 def test_eigenvalue_scaling_fuses_the_rank_k_factors(small_digits):

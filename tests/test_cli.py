@@ -161,6 +161,15 @@ def test_nan_view_exits_2_naming_the_view(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_negative_seed_is_a_usage_error_before_any_output(tmp_path, capsys):
+    """It used to end in a TypeError traceback after views.zarr was written."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--dataset", "digits", "--out", str(tmp_path / "out"), "--random-state", "-1"])
+    assert exit_info.value.code == 2
+    assert "--random-state: must be an integer >= 0, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_file_exits_2(tmp_path, capsys):
     assert main(["run", "--data", str(tmp_path / "nope.npz"), "--out", str(tmp_path / "out")]) == 2
     assert "nope.npz" in capsys.readouterr().err

@@ -1,4 +1,5 @@
 import gzip
+import warnings
 from pathlib import Path
 
 import h5py
@@ -119,6 +120,17 @@ def test_mat_transposed_views_without_labels_use_shared_dimension(tmp_path, data
     got, labels = load_mat(_save_v5(tmp_path / "t.mat", [views[0], views[1].T, views[2]]))
     assert labels is None
     _assert_views_equal(got, views)
+
+
+def test_mat_ambiguous_orientation_without_labels_warns(tmp_path):
+    """Two 20 x 100 views and no labels: 20 or 100 samples? The rule picks the row count, and says it guessed."""
+    views = [np.arange(2000.0).reshape(20, 100), np.ones((20, 100))]
+    with pytest.warns(UserWarning, match=r"both \[20, 100\] among its dimensions .* a guess: 20"):
+        got, _ = load_mat(_save_v5(tmp_path / "a.mat", views))
+    assert [v.shape for v in got] == [(20, 100), (20, 100)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_mat(_save_v5(tmp_path / "y.mat", views, np.arange(20) % 2))  # labels settle it
 
 
 def test_mat_square_view_is_kept(tmp_path):
@@ -296,6 +308,18 @@ def test_load_csv_errors(tmp_path):
         load_csv([tmp_path / "a.csv", tmp_path / "b.csv"])
     with pytest.raises(ValueError, match="view 1: has 3 rows, expected 2"):
         load_csv([tmp_path / "a.csv", tmp_path / "c.csv"])
+
+
+def test_load_csv_first_row_with_byte_order_mark_or_empty_field_is_data(tmp_path):
+    """The first data row used to be taken for a header (and dropped) when it began with a UTF-8 byte-order mark
+    or had an empty field."""
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf1,2\n3,4\n5,7\n")
+    np.testing.assert_array_equal(load_csv(tmp_path / "bom.csv")[0][0], [[1, 2], [3, 4], [5, 7]])
+    (tmp_path / "bomhead.csv").write_bytes(b"\xef\xbb\xbfa,b\n3,4\n")
+    np.testing.assert_array_equal(load_csv(tmp_path / "bomhead.csv")[0][0], [[3, 4]])
+    (tmp_path / "empty.csv").write_text("1,,2\n3,4,1\n")
+    with pytest.raises(ValueError, match=r"empty\.csv: not a numeric CSV file .*row 0, column 2"):
+        load_csv(tmp_path / "empty.csv")
 
 
 # -------------------------------------------------------------------- dispatch

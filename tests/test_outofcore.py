@@ -58,6 +58,15 @@ def test_equals_in_memory_anchor(store, method):
     assert res.metrics == est.metric_
 
 
+def test_store_given_by_path(store):
+    """A str or Path works like the MultiViewStore (it raised AttributeError); the second run resumes the first's
+    stages."""
+    first = fit_store(str(store.path), 10, **PARAMS)
+    again = fit_store(store.path, 10, **PARAMS)
+    np.testing.assert_array_equal(again.labels, first.labels)
+    assert again.computed_stages == []
+
+
 def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
     views, y = _views()
     views = views + [np.random.default_rng(0).uniform(size=(len(y), 12))]
@@ -81,6 +90,9 @@ def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
     (dict(n_landmarks=10), ValueError, "n_landmarks=10 must be larger than n_clusters=10"),
     (dict(n_nearest_landmarks=61), ValueError, "n_nearest_landmarks=61 must satisfy"),
     (dict(random_state=np.random.RandomState(0)), TypeError, "random_state must be"),
+    (dict(max_iter=0), ValueError, "max_iter must be a positive integer"),
+    (dict(n_init=1.5), ValueError, "n_init must be a positive integer"),
+    (dict(landmark_sample=-1), ValueError, "landmark_sample must be a positive integer"),
 ])
 def test_fit_store_checks_parameters_before_any_stage(store, kwargs, error, match):
     with pytest.raises(error, match=match):

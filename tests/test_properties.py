@@ -140,7 +140,7 @@ def mat_bytes(tmp_path_factory):
     return _mat_bytes(tmp_path_factory)
 
 
-# Byte overwrites in the data elements of a .mat crash scipy.io.loadmat (segfault, see the xfail below), which
+# Byte overwrites in the data elements of a .mat can crash scipy.io.loadmat (segfault), which
 # would kill the test process, so in-process fuzzing overwrites only the 128-byte header and truncates anywhere.
 mat_mutations = st.tuples(st.lists(st.tuples(st.integers(0, 127), st.integers(0, 255)), max_size=4),
                           st.one_of(st.none(), st.integers(0, 10**6)))

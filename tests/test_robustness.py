@@ -213,6 +213,16 @@ def test_store_missing_chunk_is_an_error(small_store):
         MultiViewStore(small_store.path).read_view(1)
 
 
+def test_store_missing_labels_chunk_is_an_error(small_store):
+    """Labels used to be filled with 0 (one class) where their chunk file was missing."""
+    assert small_store.labels is not None
+    for f in (small_store.path / "labels" / "c").rglob("*"):
+        if f.is_file():
+            os.remove(f)
+    with pytest.raises(ValueError, match=r"labels are damaged \(a chunk file was deleted\)"):
+        MultiViewStore(small_store.path).labels
+
+
 def test_store_truncated_chunk_is_a_value_error(small_store):
     f = _chunk_files(small_store, 0)[0]
     f.write_bytes(f.read_bytes()[:10])
@@ -449,3 +459,38 @@ def test_fit_store_landmarks_equal_in_memory_select_landmarks(tmp_path):
             np.testing.assert_allclose(store.read_result("landmarks", f"L{p}"),
                                        select_landmarks(X.astype(np.float64), 40, seeds[p], 120, init, metrics[p]),
                                        atol=1e-6)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fewer_distinct_samples_than_clusters_is_an_error_out_of_core(tmp_path, monkeypatch, sparse):
+    """fit_store checks distinct samples too (it used to split 300 copies of 2 samples into 3 clusters): the
+    first rows on the client, then chunk by chunk, so a distinct sample in the last chunk still counts."""
+    from onmsc_dask import outofcore
+
+    monkeypatch.setattr(outofcore, "DISTINCT_CHECK_ROWS", 10)
+    D = np.repeat(np.eye(2), 150, axis=0)
+    wrap = sp.csr_matrix if sparse else np.asarray
+    store = MultiViewStore.create(tmp_path / "two.zarr", [wrap(D), 3 * D], chunk_rows=100)
+    with pytest.raises(ValueError, match=r"only 2 distinct samples \(rows identical in every view\), fewer than "
+                                         "n_clusters=3"):
+        fit_store(store, 3, n_landmarks=20, random_state=0)
+    assert store.stages() == {}  # nothing was computed
+    E = 3 * D
+    E[-1] = 5.0  # a third sample, in the last chunk of the second view only
+    labels = fit_store(MultiViewStore.create(tmp_path / "three.zarr", [wrap(D), E], chunk_rows=100), 3,
+                       n_landmarks=20, random_state=0).labels
+    assert [len(np.unique(labels[rows])) for rows in (slice(0, 150), slice(150, 299))] == [1, 1]  # copies together
+    assert len(np.unique(labels[[0, 150, 299]])) == 3
+
+
+def test_counts_metric_on_negative_values_is_an_error_naming_the_view(tmp_path):
+    """log(1 + x) of values below -1 gave NaN and an error from scikit-learn that named no view."""
+    rng = np.random.default_rng(0)
+    good, bad = rng.integers(0, 5, (60, 4)).astype(float), rng.normal(size=(60, 3)) * 3
+    with pytest.raises(ValueError, match=r"view 1: metric 'counts' \(cosine on log\(1 \+ count\)\) needs "
+                                         r"non-negative values, found -"):
+        ONMSC(3, metric="counts").fit([good, bad])
+    store = MultiViewStore.create(tmp_path / "s.zarr", [good, bad], view_names=["words", "signed"])
+    with pytest.raises(ValueError, match=r"view 1 \('signed'\): metric 'counts'.*non-negative values"):
+        fit_store(store, 3, n_landmarks=20, metric="counts", random_state=0)
+    assert ONMSC(3, metric=["counts", "euclidean"], random_state=0).fit([good, bad]).labels_.shape == (60,)
