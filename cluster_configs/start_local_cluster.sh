@@ -10,6 +10,15 @@ MEMORY_LIMIT="${MEMORY_LIMIT:-2GiB}"
 RUN_DIR="${RUN_DIR:-/tmp/onmsc-cluster}"
 mkdir -p "$RUN_DIR/spill"
 address="tcp://127.0.0.1:$PORT"
+for pidfile in "$RUN_DIR"/*.pid; do  # refuse to orphan a cluster started earlier from the same RUN_DIR
+    if [ -e "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+        echo "a cluster started from $RUN_DIR is still running; stop it first: kill \$(cat $RUN_DIR/*.pid)" >&2
+        exit 1
+    fi
+done
+rm -f "$RUN_DIR"/*.pid
+# on any failure below, stop what this script started
+trap 'kill $(cat "$RUN_DIR"/*.pid 2>/dev/null) 2>/dev/null; rm -f "$RUN_DIR"/*.pid' ERR
 
 dask scheduler --host 127.0.0.1 --port "$PORT" --dashboard-address :0 --no-show \
     >"$RUN_DIR/scheduler.log" 2>&1 &

@@ -28,15 +28,17 @@ _METRIC_NAMES = {"acc": "ACC", "nmi": "NMI", "purity": "purity", "ari": "ARI"}
 _VERSIONED = ("onmsc-dask", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent")
 
 
-def _positive_int(text: str, minimum: int = 1) -> int:
+def positive_int(text: str, minimum: int = 1) -> int:
+    """argparse type: an integer >= ``minimum``."""
     value = int(text)
     if value < minimum:
         raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
     return value
 
 
-def _seed(text: str) -> int:
-    return _positive_int(text, minimum=0)
+def seed_arg(text: str) -> int:
+    """argparse type: a seed (an integer >= 0)."""
+    return positive_int(text, minimum=0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,15 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
     run.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
     run.add_argument("--scheduler", help="address of a running Dask scheduler (default: start a LocalCluster)")
-    run.add_argument("--n-clusters", type=_positive_int, help="k (default: number of distinct labels)")
+    run.add_argument("--n-clusters", type=positive_int, help="k (default: number of distinct labels)")
     run.add_argument("--embedding", default="auto", choices=("auto", "exact", "anchor", "nystrom"),
                      help="spectral embedding solver (default: auto)")
-    run.add_argument("--order", type=_positive_int, default=2, help="largest Laplacian order O (default: 2)")
-    run.add_argument("--n-neighbors", type=_positive_int, help="kNN graph neighbours N (default: from n and k)")
-    run.add_argument("--n-landmarks", type=_positive_int, default=1000,
+    run.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
+    run.add_argument("--n-neighbors", type=positive_int, help="kNN graph neighbours N (default: from n and k)")
+    run.add_argument("--n-landmarks", type=positive_int, default=1000,
                      help="landmarks m of the anchor graph, and Nystrom columns (default: 1000)")
-    run.add_argument("--random-state", type=_seed, default=0, help="seed (default: 0)")
-    run.add_argument("--workers", type=_positive_int, default=2, help="LocalCluster worker processes (default: 2)")
+    run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
+    run.add_argument("--workers", type=positive_int, default=2, help="LocalCluster worker processes (default: 2)")
     return parser
 
 

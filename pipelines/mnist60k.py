@@ -30,6 +30,7 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
+from onmsc_dask.cli import positive_int, seed_arg
 from onmsc_dask.io import load_mnist_dir
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.outofcore import fit_store
@@ -73,17 +74,21 @@ def dct(images: np.ndarray, size: int = 12) -> np.ndarray:
 
 def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) -> MultiViewStore:
     """The three-view store of `data_dir`'s images (train split if present, else t10k), reused when it
-    already holds the same images in chunks of `chunk_rows` rows."""
+    already holds the same images in chunks of `chunk_rows` rows, rebuilt when it holds other images of this
+    pipeline; any other existing path is left alone (an error)."""
     split = "train" if any(data_dir.glob("train-images*")) else "t10k"
     meta = {"source": str(data_dir.resolve()), "split": split, "limit": limit, "views": list(VIEW_NAMES),
             "chunk_rows": chunk_rows}
     if path.exists():
         try:
-            store = MultiViewStore(path)
-            if store.metadata == meta:
-                return store
+            old = MultiViewStore(path).metadata
         except ValueError:
-            pass
+            old = None
+        if old == meta:
+            return MultiViewStore(path)
+        if old is None or old.get("views") != list(VIEW_NAMES):
+            raise SystemExit(f"mnist60k: error: {path} exists and is not a store this pipeline wrote; "
+                             "refusing to overwrite it (pass another --store or --out-dir)")
     images, y = load_mnist_dir(data_dir, split)
     images, y = images[:limit], None if y is None else y[:limit]
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
@@ -99,13 +104,17 @@ def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
 
 
 def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -> list[dict]:
-    """Fit each anchor number of SWEEP on its own copy of `store` without stages (so every stage is computed),
-    in a temporary directory next to the store (so workers that read the store read the copies), removed
-    afterwards: `store` keeps the main run's stages. Each copy has its own path, so no task key (which holds the
-    store path) of one sweep point matches another's."""
+    """Fit each anchor number m of SWEEP with k < m <= n on its own copy of `store` without stages (so every
+    stage is computed), in a temporary directory next to the store (so workers that read the store read the
+    copies), removed afterwards: `store` keeps the main run's stages. Each copy has its own path, so no task key
+    (which holds the store path) of one sweep point matches another's."""
     y, entries = store.labels, []
+    points = [m for m in SWEEP if args.n_clusters < m <= store.n_samples]  # the graph needs m > k, and m <= n
+    if len(points) < len(SWEEP):
+        print(f"sweep: m in {sorted(set(SWEEP) - set(points))} skipped (need {args.n_clusters} < m <= "
+              f"{store.n_samples})", flush=True)
     with tempfile.TemporaryDirectory(prefix="sweep-", dir=store.path.parent) as tmp:
-        for m in SWEEP:
+        for m in points:
             copy = store.copy(Path(tmp) / f"m{m}.zarr", stages=False)
             t = time.perf_counter()
             r = fit_store(copy, args.n_clusters, order=args.order, n_landmarks=m, random_state=args.seed,
@@ -167,38 +176,49 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--out-dir", type=Path, default=Path("results/mnist60k"))
-    parser.add_argument("--store", type=Path, help="Zarr store (default OUT_DIR/views.zarr)")
-    parser.add_argument("--limit", type=int, help="use the first N images")
-    parser.add_argument("--chunk-rows", type=int, default=10000)
-    parser.add_argument("--scheduler", help="address of a running dask scheduler")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--memory-limit", default="2GiB")
-    parser.add_argument("--n-clusters", type=int, default=10)
-    parser.add_argument("--n-landmarks", type=int, default=1000)
-    parser.add_argument("--order", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sweep", action="store_true", help="also sweep the anchor number m")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help=f"an MNIST-format IDX directory (default: {DEFAULT_DATA_DIR})")
+    parser.add_argument("--out-dir", type=Path, default=Path("results/mnist60k"),
+                        help="where report.json and the plots go (default: results/mnist60k)")
+    parser.add_argument("--store", type=Path, help="Zarr store of the views (default OUT_DIR/views.zarr)")
+    parser.add_argument("--limit", type=positive_int, help="use the first N images (default: all)")
+    parser.add_argument("--chunk-rows", type=positive_int, default=10000, help="rows per Zarr chunk (default: 10000)")
+    parser.add_argument("--scheduler", help="address of a running dask scheduler (default: a LocalCluster)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="LocalCluster workers (default: 2)")
+    parser.add_argument("--memory-limit", default="2GiB", help="LocalCluster memory per worker (default: 2GiB)")
+    parser.add_argument("--n-clusters", type=positive_int, help="k (default: the number of distinct labels)")
+    parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
+    parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="random_state (default: 0)")
+    parser.add_argument("--sweep", action="store_true", help=f"also fit every anchor number m in {SWEEP}")
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
-        parser.error(f"{args.data_dir} does not exist (apt-get install dataset-fashion-mnist, or pass --data-dir)")
+        parser.error(f"{args.data_dir} is not a directory (apt-get install dataset-fashion-mnist, or pass --data-dir)")
+    if not any(args.data_dir.glob("*-images-idx3-ubyte*")):
+        parser.error(f"{args.data_dir} holds no MNIST-format image file (*-images-idx3-ubyte[.gz])")
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
     store = build_store(args.data_dir, args.store or args.out_dir / "views.zarr", args.limit, args.chunk_rows)
     t_store = time.perf_counter() - t0
+    if args.n_clusters is None:
+        if store.labels is None:
+            parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
+        args.n_clusters = len(np.unique(store.labels))
     with make_client(args) as client:
         t1 = time.perf_counter()
         result = fit_store(store, args.n_clusters, order=args.order, n_landmarks=args.n_landmarks,
                            random_state=args.seed, client=client, progress=lambda line: print(line, flush=True))
         seconds = time.perf_counter() - t1
-        report = {"data_dir": str(args.data_dir), "n_samples": store.n_samples, "views": store.view_names,
-                  "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)],
-                  "metrics": result.metrics, "n_landmarks": args.n_landmarks, "order": args.order,
-                  "workers": len(client.scheduler_info()["workers"]), "store_seconds": t_store,
+        report = {"data_dir": str(args.data_dir.resolve()), "split": store.metadata["split"], "limit": args.limit,
+                  "chunk_rows": args.chunk_rows, "n_samples": store.n_samples, "views": store.view_names,
+                  "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,
+                  "n_clusters": args.n_clusters, "n_landmarks": args.n_landmarks, "order": args.order,
+                  "seed": args.seed, "workers": len(client.scheduler_info()["workers"]), "store_seconds": t_store,
                   "fit_seconds": seconds, "stage_seconds": result.timings,
-                  "computed_stages": result.computed_stages, "view_weights": result.view_weights.tolist(),
+                  "computed_stages": result.computed_stages,  # the others were read back from the store (resumed)
+                  "n_iter": len(result.objective), "converged": result.converged,
+                  "view_weights": result.view_weights.tolist(),
                   "objective": result.objective.tolist(), "scores": score(store.labels, result.labels)}
         if args.sweep:
             report["sweep"] = anchor_sweep(store, args, client)

@@ -61,10 +61,11 @@ def run(module: ModuleType, data: Path, out: Path, scheduler: str, *extra: str) 
 
 
 def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypatch):
-    monkeypatch.setattr(mnist60k, "SWEEP", (10, 20))
+    monkeypatch.setattr(mnist60k, "SWEEP", (3, 10, 20, 500))  # m = k and m > n are skipped (m = k used to crash)
     data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
     report = run(mnist60k, data, out, scheduler, "--sweep")
     assert [s["n_landmarks"] for s in report["sweep"]] == [10, 20]
+    assert report["n_clusters"] == K and report["seed"] == 0 and report["n_iter"] == len(report["objective"])
     assert all(set(s["scores"]) >= {"acc", "nmi", "purity"} for s in report["sweep"])
     assert report["scores"]["acc"] > 0.9
     assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "report.json",
@@ -94,3 +95,31 @@ def test_other_chunk_rows_rebuild_the_store(mnist60k, scheduler, tmp_path):
     store = MultiViewStore(out / "views.zarr")
     assert store.row_chunks(0)[:2] == [(0, 50), (50, 100)] and store.metadata["chunk_rows"] == 50
     assert report["computed_stages"] == list(STAGES)
+
+
+def test_n_clusters_defaults_to_the_number_of_labels(mnist60k, scheduler, tmp_path, capsys):
+    data = mnist_dir(tmp_path / "data")
+    args = ["--data-dir", str(data), "--out-dir", str(tmp_path / "out"), "--scheduler", scheduler,
+            "--limit", "200", "--n-landmarks", "40"]
+    assert mnist60k.main(args)["n_clusters"] == K
+    unlabelled = mnist_dir(tmp_path / "unl", labels=False)
+    with pytest.raises(SystemExit) as exit_info:
+        mnist60k.main(["--data-dir", str(unlabelled), *args[2:]])
+    assert exit_info.value.code == 2 and "pass --n-clusters" in capsys.readouterr().err
+
+
+def test_bad_directories_and_foreign_stores_are_refused(mnist60k, tmp_path, capsys):
+    """A directory without IDX images was a FileNotFoundError traceback after --out-dir was created; --store on a
+    store the pipeline did not write (here: the CLI's digits store) was silently overwritten."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for data_dir in (empty, tmp_path / "missing"):
+        with pytest.raises(SystemExit) as exit_info:
+            mnist60k.main(["--data-dir", str(data_dir), "--out-dir", str(tmp_path / "out")])
+        assert exit_info.value.code == 2
+    assert "holds no MNIST-format image file" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    foreign = MultiViewStore.create(tmp_path / "other.zarr", [np.eye(6), np.eye(6)[::-1]], metadata={"x": 1})
+    with pytest.raises(SystemExit, match="not a store this pipeline wrote; refusing to overwrite it"):
+        mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out-dir", str(tmp_path / "out"),
+                       "--store", str(foreign.path), *ARGS])
+    assert MultiViewStore(foreign.path).metadata == {"x": 1}
