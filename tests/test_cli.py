@@ -67,10 +67,39 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     assert np.load(out / "labels.npy").shape == (90,)
 
 
+def _count_nndescent_calls(threshold: int) -> None:
+    """On a worker: lower graph.BRUTE_FORCE_MAX_SAMPLES and count the NNDescent indexes built."""
+    import pynndescent
+
+    from onmsc_dask import graph
+
+    graph.BRUTE_FORCE_MAX_SAMPLES = threshold
+    original = getattr(pynndescent.NNDescent, "__wrapped__", pynndescent.NNDescent)
+
+    def counted(data, *args, **kwargs):  # records the data's shape and the compiled signatures before each index
+        counted.compiled_before.append((data.shape, len(pynndescent.pynndescent_.nn_descent_internal.signatures)))
+        return original(data, *args, **kwargs)
+
+    counted.compiled_before, counted.__wrapped__ = [], original
+    pynndescent.NNDescent = counted
+
+
+def _restore_nndescent() -> list[tuple]:
+    """On a worker: undo _count_nndescent_calls; returns (data shape, compiled signatures before) per index."""
+    import pynndescent
+
+    from onmsc_dask import graph
+
+    graph.BRUTE_FORCE_MAX_SAMPLES = 8192
+    seen = pynndescent.NNDescent.compiled_before
+    pynndescent.NNDescent = pynndescent.NNDescent.__wrapped__
+    return seen
+
+
 def test_knn_runs_compile_pynndescent_once_per_worker(tmp_path, scheduler, monkeypatch, capsys):
-    """Above graph.BRUTE_FORCE_MAX_SAMPLES (lowered here in the client only) the in-memory run registers the
-    NumbaWarmup plugin, so the worker compiled pynndescent's graph construction before its first view task, and
-    any later worker will too."""
+    """Above graph.BRUTE_FORCE_MAX_SAMPLES (lowered here in the client and on the workers) the in-memory run
+    registers the NumbaWarmup plugin, so each worker compiled pynndescent's graph construction before its first
+    view task, and the view tasks' own NNDescent graphs compile nothing more (one signature per worker)."""
     from distributed import Client
 
     from onmsc_dask import graph
@@ -79,15 +108,21 @@ def test_knn_runs_compile_pynndescent_once_per_worker(tmp_path, scheduler, monke
     monkeypatch.setattr(graph, "BRUTE_FORCE_MAX_SAMPLES", 50)
     views, y = _blobs()
     np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
-    assert main(["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "run"),
-                 "--scheduler", scheduler]) == 0
-    assert "compiling pynndescent on the workers" in capsys.readouterr().err
     with Client(scheduler) as client:
+        client.run(_count_nndescent_calls, 50)
+        try:
+            assert main(["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "run"),
+                         "--scheduler", scheduler]) == 0
+        finally:
+            seen = [n for worker in client.run(_restore_nndescent).values() for n in worker]
+        views_seen = [before for shape, before in seen if shape[0] == len(y)]  # not the warm-up's (200, 8) data
+        assert len(views_seen) >= 2 and min(views_seen) == 1  # the view graphs used NNDescent, already compiled
+        assert "compiling pynndescent on the workers" in capsys.readouterr().err
         assert all(client.run(lambda dask_worker: NumbaWarmup.name in dask_worker.plugins).values())
         assert NumbaWarmup.name in client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.worker_plugins))
         compiled = client.run(lambda: len(__import__("pynndescent.pynndescent_", fromlist=["x"])
                                           .nn_descent_internal.signatures))
-        assert list(compiled.values()) == [1]  # NNDescent's graph construction is compiled in the worker
+        assert set(compiled.values()) == {1}  # compiled once in each worker, by the warm-up, used by the views
 
 
 def _files(root) -> list[tuple]:
