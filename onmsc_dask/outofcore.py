@@ -227,7 +227,8 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     store = store if isinstance(store, MultiViewStore) else MultiViewStore(store)
     path, v, n = str(store.path.resolve()), store.n_views, store.n_samples
     k, order = check_n_clusters(n_clusters, n), check_int("order", order)
-    check_int("n_init", n_init), check_int("max_iter", max_iter), check_int("landmark_sample", landmark_sample)
+    for name, value in (("n_init", n_init), ("max_iter", max_iter), ("landmark_sample", landmark_sample)):
+        check_int(name, value)
     random_state, requested = check_seed(random_state), metric_list(metric, v)
     m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n)
     lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1, rules=["auto"])
