@@ -25,6 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
+from .validation import check_same_rows, view_label
+
 __all__ = ["MultiViewStore", "as_labels"]
 
 #: fill value of the stored labels, a label nobody uses: a missing chunk file is detected instead of read as labels
@@ -314,10 +316,6 @@ class MultiViewStore:
 # ---------------------------------------------------------------- validation
 
 
-def _view_label(p: int, names: Sequence[str]) -> str:
-    return f"view {p} ({names[p]!r})"
-
-
 def _check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str]:
     if n_views == 0:
         raise ValueError("views: expected at least one view, got none")
@@ -334,7 +332,7 @@ def _check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[st
 def _check_views(views: list[ViewInput], names: list[str]) -> int:
     """Check every view is a non-empty numeric matrix with as many rows as view 0; return n."""
     for p, view in enumerate(views):
-        label = _view_label(p, names)
+        label = view_label(p, names)
         if view.ndim != 2:
             raise ValueError(f"{label}: is {view.ndim}-D, expected a 2-D matrix")
         if view.dtype.kind not in "biuf":
@@ -343,12 +341,7 @@ def _check_views(views: list[ViewInput], names: list[str]) -> int:
             raise ValueError(f"{label}: has unknown chunk sizes; call compute_chunk_sizes() first")
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
-        if view.shape[0] != views[0].shape[0]:
-            raise ValueError(
-                f"{label}: has {view.shape[0]} rows, expected {views[0].shape[0]} like "
-                f"{_view_label(0, names)}"
-            )
-    return int(views[0].shape[0])
+    return check_same_rows([view.shape[0] for view in views], names)
 
 
 def _check_key(key: str, what: str) -> None:

@@ -25,13 +25,24 @@ def user_warning(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=level)
 
 
-def _name(p: int, names: Sequence[str] | None) -> str:
+def view_label(p: int, names: Sequence[str] | None = None) -> str:
+    """How errors name view p: ``view 1`` or ``view 1 ('text')``."""
     return f"view {p}" + (f" ({names[p]!r})" if names is not None else "")
+
+
+def check_same_rows(n_rows: Sequence[int], names: Sequence[str] | None = None) -> int:
+    """The number of samples, checked to be every view's number of rows."""
+    for p, rows in enumerate(n_rows):
+        if rows != n_rows[0]:
+            raise ValueError(f"{view_label(p, names)}: has {rows} rows, expected {n_rows[0]} like "
+                             f"{view_label(0, names)} (every view must describe the same samples; check for "
+                             "transposed views)")
+    return int(n_rows[0])
 
 
 def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     """Return view ``X`` as float64 C-array or CSR, never aliasing a caller's writable buffer."""
-    label = _name(p, names)
+    label = view_label(p, names)
     if hasattr(X, "compute") and not sp.issparse(X):
         X = X.compute()
     if np.issubdtype(X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype, np.complexfloating):
@@ -108,15 +119,11 @@ def check_views(views, view_names: Sequence[str] | None = None) -> list:
     if view_names is not None and len(view_names) != len(views):
         raise ValueError(f"{len(view_names)} view names for {len(views)} views")
     checked = [check_view(X, p, view_names) for p, X in enumerate(views)]
-    n = checked[0].shape[0]
-    for p, X in enumerate(checked[1:], start=1):
-        if X.shape[0] != n:
-            raise ValueError(f"{_name(p, view_names)}: has {X.shape[0]} rows, expected {n} like view 0 "
-                             "(every view must describe the same samples; check for transposed views)")
+    check_same_rows([X.shape[0] for X in checked], view_names)
     for p, X in enumerate(checked):
         zr = zero_rows(X)
         if zr.size:
-            user_warning(f"{_name(p, view_names)}: {zr.size} all-zero rows (e.g. {zr[:5].tolist()}); they are "
+            user_warning(f"{view_label(p, view_names)}: {zr.size} all-zero rows (e.g. {zr[:5].tolist()}); they are "
                          "linked by distance only, since they have no direction")
     return checked
 
