@@ -180,7 +180,7 @@ def _gram_embedding(Zc: list[Any], k: int, seed: int) -> Delayed:
     S = _tree_sum([dask.delayed(anchor_scaled_gram, pure=True)(z, pieces) for z in Zc])
     T, vals = dask.delayed(anchor_gram_transform, pure=True, nout=2)(S, k, seed)
     H = dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
-    return dask.delayed(tuple, pure=True)([H, vals])
+    return dask.delayed(tuple, pure=True)([dask.delayed(_fix_signs, pure=True)(H), vals])
 
 
 def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k: int,
@@ -301,7 +301,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
             pairs = _compute(client, *[_gram_embedding(z, k, seed) for z, seed in zip(jobs, job_seeds)])
         else:
             pairs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], k, client)
-        return [(_fix_signs(np.asarray(h)), vals) for h, vals in pairs]
+        return list(pairs)  # sign-fixed like the in-memory embeddings
 
     def average(Zc: list[list[Any]]) -> list[Any]:
         """Row blocks of the average graph of the views' anchor matrices (their columns side by side)."""
