@@ -170,7 +170,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if "select" in (self.lambda1, self.lambda2):
             best, candidates = select_fusion(views_used(H, used), F, k,
                                              lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
-                                             lambda2=self._fixed_lambda("lambda2", self.lambda2, k * self.order),
+                                             lambda2="auto" if self.lambda2 == "auto"  # k * o for each order o
+                                             else self._fixed_lambda("lambda2", self.lambda2, k * self.order),
                                              tol=self.tol, max_iter=self.max_iter, random_state=int(seeds[-2]))
             self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
                                for c in candidates]

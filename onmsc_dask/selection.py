@@ -43,15 +43,16 @@ def distortion(H: np.ndarray, k: int, rng: np.random.Generator) -> float:
 
 def select_fusion(H: np.ndarray, F: np.ndarray, k: int, *, lambda1=None, lambda2=None, tol: float = 1e-4,
                   max_iter: int = 100, random_state: int | None = None) -> tuple[Candidate, list[Candidate]]:
-    """Run late fusion for every candidate (orders 1..O, lambda grids; a given lambda is kept fixed) and
-    return the one of least distortion, with all candidates."""
+    """Run late fusion for every candidate (orders 1..O, lambda grids; a given lambda is kept fixed, and
+    ``lambda2="auto"`` is the rule k * o of each candidate's order o) and return the one of least distortion, with
+    all candidates."""
     O = H.shape[1]
     orders = range(1, O + 1) if lambda1 is None or lambda2 is None else [O]
     l1_grid = LAMBDA1_GRID if lambda1 is None else (lambda1,)
     rng = np.random.default_rng(random_state)
     candidates = []
     for o, l1, l2s in product(orders, l1_grid, LAMBDA2_SCALE_GRID if lambda2 is None else (None,)):
-        l2 = lambda2 if l2s is None else l2s * k * o
+        l2 = l2s * k * o if l2s is not None else k * o if lambda2 == "auto" else lambda2
         fused = late_fusion(H[:, :o], F, l1, l2, tol=tol, max_iter=max_iter)
         seed_rng = np.random.default_rng(rng.integers(2**31 - 1))
         candidates.append(Candidate(o, l1, l2, distortion(fused.embedding, k, seed_rng), fused))

@@ -1,7 +1,8 @@
 """Spectral embeddings H^(o): the top-k eigenvectors of G = D^-1/2 A^o D^-1/2, by three solvers.
 
 - ``exact``: ARPACK (eigsh) on the sparse kNN operator; the reference.
-- ``nystrom``: the paper's Algorithms 2-3 (uniform landmark columns of G, randomized SVD, orthogonalization).
+- ``nystrom``: the paper's Algorithms 2-4 (randomized SVD, the Nystrom embedding from uniform landmark columns of G,
+  orthogonalization; numbered as in the compiled paper).
   Kept to reproduce the paper: on sparse kNN graphs it recovers almost nothing (see docs/solvers.md).
 - ``anchor``: anchor graph A = Z Lambda^-1 Z^T; its degrees and eigenvectors (the same for every order A^o)
   reduce to an m x m eigenproblem: the sparse Gram matrix C^T C of the n x m factor C (default), or a tall-skinny
@@ -35,7 +36,7 @@ def _fix_signs(H: np.ndarray) -> np.ndarray:
 
 
 def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Largest-k eigenpairs of a symmetric operator (dense eigh for small n), eigenvalues descending."""
+    """Largest-k eigenpairs of a symmetric operator (dense eigh for small n), eigenvalues descending."""  # Eq. 4
     n = G.shape[0]
     if n <= 500:
         dense = G @ np.eye(n) if not isinstance(G, np.ndarray) else G
@@ -53,7 +54,7 @@ def exact_embedding(A, k: int, order: int, random_state: int | None = None) -> n
 
 
 def randomized_eigh(R: np.ndarray, k: int, oversampling: int, rng: np.random.Generator):
-    """Paper's Algorithm RSVD: Omega Gaussian, Y = R Omega, Q = qr(Y), B = Q^T R Q, eig(B), U = Q V."""
+    """Paper's Algorithm 2 (randomized SVD): Omega Gaussian, Y = R Omega, Q = qr(Y), B = Q^T R Q, eig(B), U = Q V."""
     omega = rng.standard_normal((R.shape[0], min(R.shape[0], k + oversampling)))
     Q, _ = np.linalg.qr(R @ omega)
     vals, V = np.linalg.eigh(Q.T @ R @ Q)
@@ -62,7 +63,7 @@ def randomized_eigh(R: np.ndarray, k: int, oversampling: int, rng: np.random.Gen
 
 
 def orthogonalize(H: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Paper's Algorithm 3: H~ with H~^T H~ = I and H~ Lam~ H~^T = H Lam H^T."""
+    """Paper's Algorithm 4: H~ with H~^T H~ = I and H~ Lam~ H~^T = H Lam H^T."""
     sigma, V = np.linalg.eigh(H.T @ H)
     sigma = np.maximum(sigma, np.finfo(float).eps * sigma.max())
     s_half = np.sqrt(sigma)
@@ -74,7 +75,7 @@ def orthogonalize(H: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int = 10,
                       random_state: int | None = None) -> np.ndarray:
-    """Paper's Algorithm 2 (+3): uniform columns E of G, R = E[idx], randomized SVD of R, extension to n rows."""
+    """Paper's Algorithm 3 (+4): uniform columns E of G, R = E[idx], randomized SVD of R, extension to n rows."""
     G = NormalizedHighOrderAffinity(A, order)
     n = G.shape[0]
     m = min(n_landmarks, n)
@@ -113,12 +114,12 @@ def anchor_factor_pieces(lam: np.ndarray) -> dict[str, np.ndarray]:
 def anchor_scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, np.ndarray]:
     """B = Z Lambda^-1/2 and D^-1/2 for a row block."""
     B = (Z @ sp.diags(pieces["scale"])).tocsr()
-    degrees = B @ pieces["u"]
+    degrees = B @ pieces["u"]  # Eq. 2 for A = B B^T
     return B, np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
 
 
 def anchor_factor_rows(Z: sp.csr_matrix, pieces: dict) -> np.ndarray:
-    """Rows of C = D^-1/2 B for a row block."""
+    """Rows of C = D^-1/2 B for a row block."""  # Eq. 3: G = D^-1/2 A D^-1/2 = C C^T
     B, inv_sqrt = anchor_scaled_rows(Z, pieces)
     return inv_sqrt[:, None] * B.toarray()
 
@@ -171,6 +172,9 @@ def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) ->
     A^o are their o-th powers), from the sparse m x m Gram matrix C^T C (as outofcore.py's default ``"gram"``
     method; O(n r^2), against O(n m^2) for the QR of C)."""
     Z = sp.csr_matrix(Z, dtype=np.float64)
+    if not np.allclose(np.asarray(Z.sum(axis=1)).ravel(), 1.0, rtol=0, atol=1e-8):
+        raise ValueError("an anchor matrix Z needs rows summing to 1 (graph.anchor_affinity): the solver's shared "
+                         "eigenvectors of all orders rely on A 1 = 1")
     pieces = anchor_factor_pieces(anchor_column_sums(Z))
     T, vals = anchor_gram_transform(anchor_scaled_gram(Z, pieces), k, random_state)
     return _fix_signs(anchor_embed_rows(Z, pieces, T)), vals

@@ -316,6 +316,15 @@ def test_lambda_select_records_candidates_and_ignores_labels(small_digits):
     np.testing.assert_array_equal(with_labels.labels_, est.labels_)
 
 
+def test_lambda1_select_with_auto_lambda2_uses_each_orders_rule(small_digits):
+    """lambda2="auto" is k * o for each candidate order o (it was k * O for all, O times the rule at o = 1)."""
+    views, _ = small_digits
+    est = ONMSC(10, lambda1="select", random_state=0).fit(views)
+    assert sorted({(c["order"], c["lambda2"]) for c in est.selection_}) == [(1, 10.0), (2, 20.0)]
+    fixed = ONMSC(10, lambda1="select", lambda2=5.0, random_state=0).fit(views)
+    assert {c["lambda2"] for c in fixed.selection_} == {5.0}
+
+
 def test_fit_from_store_path_equals_in_memory(small_digits, tmp_path):
     from onmsc_dask.store import MultiViewStore
 

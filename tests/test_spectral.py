@@ -293,3 +293,10 @@ def test_resolve_solver():
         assert resolve_solver(s, 100) == s
     with pytest.raises(ValueError):
         resolve_solver("lanczos", 100)
+
+
+def test_anchor_embedding_rejects_rows_not_summing_to_one():
+    """Its H^(o) = H^(1) shortcut holds only for A 1 = 1; another Z gave a wrong order-2 subspace (error 0.04)."""
+    Z, _ = _anchor_data()
+    with pytest.raises(ValueError, match="rows summing to 1"):
+        anchor_embedding(sp.diags(np.linspace(0.5, 1.5, Z.shape[0])) @ Z, K)
