@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, clone
 from .assign import assign_labels
 from .early_fusion import fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
-from .fusion import eigenvalue_scaled, full_weights, late_fusion, related_views, views_used, warn_unrelated
+from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import check_int, check_lambda, check_landmarks, check_seed, view_list
 from .spectral import average_graph_embedding, embed_graph, resolve_solver
@@ -180,10 +180,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self.order_ = self.order
             self.lambda1_ = self._fixed_lambda("lambda1", self.lambda1, 1.0)
             self.lambda2_ = self._fixed_lambda("lambda2", self.lambda2, k * self.order)
-            fusion_input = views_used(H, used)
-            if self.eigenvalue_scaling:
-                fusion_input = eigenvalue_scaled(fusion_input, views_used(self.view_eigenvalues_, used))
-            fused = late_fusion(fusion_input, F, self.lambda1_, self.lambda2_, tol=self.tol, max_iter=self.max_iter)
+            fused = fuse_views(H, self.view_eigenvalues_, F, used, self.lambda1_, self.lambda2_,
+                               eigenvalue_scaling=self.eigenvalue_scaling, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()
         self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,
                                                     random_state=int(seeds[-1]))

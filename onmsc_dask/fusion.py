@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .validation import user_warning
+from .validation import user_warning, view_label
 
 
 def polar(C: np.ndarray) -> np.ndarray:
@@ -88,9 +88,8 @@ def full_weights(mu: np.ndarray, used: np.ndarray, n_views: int) -> np.ndarray:
 def warn_unrelated(related: np.ndarray, shares: np.ndarray, n: int, k: int, names: list[str] | None = None) -> None:
     """A warning naming each view related_views left out, with its largest share and the threshold."""
     for p in np.flatnonzero(~np.asarray(related, bool)):
-        view = p if names is None else f"{p} ({names[p]!r})"
-        user_warning(f"view {view} shares no cluster structure with any other view (largest share of its cluster "
-                     f"directions {shares[p]:.3g}, chance level {(k - 1) / n:.3g}, threshold "
+        user_warning(f"{view_label(p, names)} shares no cluster structure with any other view (largest share of its "
+                     f"cluster directions {shares[p]:.3g}, chance level {(k - 1) / n:.3g}, threshold "
                      f"{related_threshold(n, k, len(related)):.3g}); it is left out of the fusion and of the average "
                      "graph (weight 0)")
 
@@ -202,3 +201,15 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
         previous = current
     result.embedding, result.view_weights, result.rotations = Hstar, mu, W
     return result
+
+
+def fuse_views(H: np.ndarray, eigenvalues: np.ndarray, F: np.ndarray, used: np.ndarray, lambda1: float,
+               lambda2: float, *, eigenvalue_scaling: bool = True, tol: float = 1e-4,
+               max_iter: int = 100) -> LateFusionResult:
+    """late_fusion of the views `used` (indices, related_views), each H_p^(o) scaled by its eigenvalues^1/2 when
+    ``eigenvalue_scaling`` (eigenvalue_scaled); the result's weights are those of the views used (full_weights
+    spreads them over all views)."""
+    H_used = views_used(H, used)
+    if eigenvalue_scaling:
+        H_used = eigenvalue_scaled(H_used, views_used(eigenvalues, used))
+    return late_fusion(H_used, F, lambda1, lambda2, tol=tol, max_iter=max_iter)

@@ -29,8 +29,7 @@ import scipy.sparse as sp
 from dask.delayed import Delayed
 
 from .assign import assign_labels
-from .fusion import (eigenvalue_scaled, full_weights, late_fusion, related_views, views_used,
-                     warn_unrelated)
+from .fusion import full_weights, fuse_views, related_views, warn_unrelated
 from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows,
                     metric_from_values, value_summary)
 from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -39,7 +38,7 @@ from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anch
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_lambda, check_landmarks, check_n_clusters,
                          check_int, check_n_distinct, check_not_constant, check_seed, column_range, metric_list,
-                         n_distinct, row_ids, row_keys)
+                         n_distinct, row_ids, row_keys, view_label)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
 
@@ -91,7 +90,7 @@ def _chunk_scan(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> tu
     start:stop; the landmark sample), dense."""
     store = MultiViewStore(path)
     X = store.read_rows(p, start, stop)
-    check_finite(X, f"view {p} ({store.view_names[p]!r})", start)
+    check_finite(X, view_label(p, store.view_names), start)
     sample = X[idx - start]
     return (_ChunkSummary(*value_summary(X), stop - start, *column_range(X)),
             sample.toarray() if sp.issparse(sample) else sample)
@@ -272,7 +271,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
             scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(path, p, s, e, idx[(idx >= s) & (idx < e)])
                      for s, e in store.row_chunks(p)]
             view_metric = dask.delayed(_view_metric, pure=True)([summary for summary, _ in scans], requested[p],
-                                                                f"view {p} ({store.view_names[p]!r})")
+                                                                view_label(p, store.view_names))
             view_metrics.append(view_metric)
             lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
                                                                  landmark_init, view_metric))
@@ -293,7 +292,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
 
     Zs = stage("anchor_graph", [f"Z{p}" for p in range(v)], anchor_graph)
     for p in range(v):
-        check_components(Zs[f"Z{p}"], f"view {p} ({store.view_names[p]!r})", k, anchor=True)
+        check_components(Zs[f"Z{p}"], view_label(p, store.view_names), k, anchor=True)
 
     def embed(jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Anchor embeddings and eigenvalues of the graphs given by row blocks (one list per graph) with `method`."""
@@ -323,9 +322,8 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     warn_unrelated(emb["related"], emb["shares"], n, k, store.view_names)  # also when the stage is resumed
 
     def fusion() -> dict[str, Any]:
-        H = views_used(emb["H"], used)
-        H = eigenvalue_scaled(H, views_used(emb["eigenvalues"], used)) if eigenvalue_scaling else H
-        fused = late_fusion(H, emb["F"], lambda1, lambda2, tol=tol, max_iter=max_iter)
+        fused = fuse_views(emb["H"], emb["eigenvalues"], emb["F"], used, lambda1, lambda2,
+                           eigenvalue_scaling=eigenvalue_scaling, tol=tol, max_iter=max_iter)
         return {"embedding": fused.embedding, "view_weights": full_weights(fused.view_weights, used, v),
                 "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 

@@ -205,11 +205,11 @@ class MultiViewStore:
         try:
             rows = _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
         except Exception as exc:  # zarr/codec errors on a damaged chunk file
-            raise ValueError(f"store {self.path}: view {p} ({self.view_names[p]!r}) rows {start}:{stop} cannot be "
+            raise ValueError(f"store {self.path}: {view_label(p, self.view_names)} rows {start}:{stop} cannot be "
                              f"read, a chunk file is corrupt or truncated ({type(exc).__name__}: {exc})") from exc
         values = rows.data if sp.issparse(rows) else rows
         if np.isnan(values).any():  # dense views are filled with NaN where a chunk file is missing
-            raise ValueError(f"store {self.path}: view {p} ({self.view_names[p]!r}) rows {start}:{stop} hold missing "
+            raise ValueError(f"store {self.path}: {view_label(p, self.view_names)} rows {start}:{stop} hold missing "
                              "values: a chunk file was deleted, or NaN was stored")
         return rows
 
@@ -218,7 +218,7 @@ class MultiViewStore:
         node = self._view(p)
         if isinstance(node, zarr.Group):
             raise ValueError(
-                f"view {p} ({self.view_names[p]!r}) is sparse; read it block by block with "
+                f"{view_label(p, self.view_names)} is sparse; read it block by block with "
                 "read_rows(p, start, stop) over row_chunks(p)"
             )
         return da.from_zarr(node)

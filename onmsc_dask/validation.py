@@ -164,11 +164,14 @@ def check_lambda(name: str, value: float, positive: bool = False, rules: Sequenc
 
 def check_seed(random_state) -> int | None:
     """An int or None: every stage derives its seeds from it, so the labels are the same on any cluster."""
-    if random_state is not None and (not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool)):
-        raise TypeError(f"random_state must be a non-negative int or None (a seed), got {random_state!r}")
-    if random_state is not None and random_state < 0:
-        raise ValueError(f"random_state must be a non-negative int or None (a seed), got {random_state!r}")
-    return None if random_state is None else int(random_state)
+    if random_state is None:
+        return None
+    message = f"random_state must be a non-negative int or None (a seed), got {random_state!r}"
+    if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
+        raise TypeError(message)
+    if random_state < 0:
+        raise ValueError(message)
+    return int(random_state)
 
 
 def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int) -> int:
