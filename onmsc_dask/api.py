@@ -16,14 +16,15 @@ from .early_fusion import fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
-from .validation import check_int, check_lambda, check_landmarks, check_seed, view_list
+from .validation import check_int, check_lambda, check_landmarks, check_seed, view_label, view_list
 from .spectral import average_graph_embedding, embed_graph, resolve_solver
 
 
-def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int):
+def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str):
     """Graph, H_p^(o) and their eigenvalues, o = 1..order, of one view (one Dask task)."""
     graph = build_graph(X, solver, random_state=seed, **graph_params)
-    return graph, *embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed)
+    return graph, *embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed,
+                               label=label)
 
 
 def _as_views(views):
@@ -155,11 +156,12 @@ class ONMSC(ClusterMixin, BaseEstimator):
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, k, self.order, {**graph_params, "metric": m},
-                                                      int(s)) for X, m, s in zip(views, self.metric_, seeds)]
+                                                      int(s), view_label(p))
+                 for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
         for p, (graph, *_) in enumerate(results):
-            check_components(graph, f"view {p}", k, anchor=solver == "anchor")
+            check_components(graph, view_label(p), k, anchor=solver == "anchor")
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
         self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
         warn_unrelated(self.related_views_, shares, n, k)

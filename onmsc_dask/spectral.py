@@ -74,8 +74,10 @@ def orthogonalize(H: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int = 10,
-                      random_state: int | None = None) -> np.ndarray:
-    """Paper's Algorithm 3 (+4): uniform columns E of G, R = E[idx], randomized SVD of R, extension to n rows."""
+                      random_state: int | None = None, label: str = "the graph") -> np.ndarray:
+    """Paper's Algorithm 3 (+4): uniform columns E of G, R = E[idx], randomized SVD of R, extension to n rows.
+    Raises ValueError when R has fewer than k positive eigenvalues (the sampled columns of a sparse graph
+    barely meet): the extension would have zero or meaningless columns."""
     G = NormalizedHighOrderAffinity(A, order)
     n = G.shape[0]
     m = min(n_landmarks, n)
@@ -84,8 +86,12 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
     E = G @ sp.csr_matrix((np.ones(m), (idx, np.arange(m))), shape=(n, m)).toarray()  # m columns of G
     R = E[idx]
     U_r, lam = randomized_eigh((R + R.T) / 2, k, oversampling, rng)
-    lam_inv = np.where(np.abs(lam) > np.finfo(float).eps * np.abs(lam).max(), 1.0 / lam, 0.0)
-    H = np.sqrt(m / n) * (E @ U_r * lam_inv)
+    rank = int(np.sum(lam > m * np.finfo(float).eps * max(np.abs(lam).max(), np.finfo(float).tiny)))
+    if rank < k:
+        raise ValueError(f"{label}: the {m} uniformly sampled columns of G^({order}) span only {rank} of the "
+                         f"n_clusters={k} directions the Nystrom embedding needs (their m x m block has {rank} "
+                         "positive eigenvalues); use more landmarks (n_landmarks) or embedding='anchor'")
+    H = np.sqrt(m / n) * (E @ U_r / lam)
     H, _ = orthogonalize(H, lam * n / m)
     return _fix_signs(H)
 
@@ -192,13 +198,13 @@ def rayleigh_quotients(graph: sp.csr_matrix, H: np.ndarray) -> np.ndarray:
 
 
 def embed_graph(graph: sp.csr_matrix, solver: str, k: int, orders: int, *, n_landmarks: int = 0,
-                random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``), shape (orders, n, k), and the
-    eigenvalues of each G^(o) they span, shape (orders, k)."""
+                random_state: int | None = None, label: str = "the graph") -> tuple[np.ndarray, np.ndarray]:
+    """H^(o) for o = 1..orders from one view's graph (see ``graph.build_graph``; ``label`` names it in errors),
+    shape (orders, n, k), and the eigenvalues of each G^(o) they span, shape (orders, k)."""
     if solver == "anchor":
         return anchor_order_embeddings(*anchor_embedding(graph, k, random_state), orders)
     if solver == "nystrom":
-        H = np.stack([nystrom_embedding(graph, k, o, n_landmarks, random_state=random_state)
+        H = np.stack([nystrom_embedding(graph, k, o, n_landmarks, random_state=random_state, label=label)
                       for o in range(1, orders + 1)])
         return H, rayleigh_quotients(graph, H)
     pairs = [top_eigenvectors(NormalizedHighOrderAffinity(graph, o), k, random_state) for o in range(1, orders + 1)]
@@ -211,4 +217,4 @@ def average_graph_embedding(graphs: list[sp.csr_matrix], solver: str, k: int, *,
     if solver == "anchor":
         return anchor_embedding(sp.hstack(graphs).tocsr() / len(graphs), k, random_state)[0]
     return embed_graph(sum(graphs) / len(graphs), solver, k, 1, n_landmarks=n_landmarks,
-                       random_state=random_state)[0][0]
+                       random_state=random_state, label="the average graph")[0][0]

@@ -231,6 +231,13 @@ def test_bad_parameters_named(two_views, kwargs, match):
         ONMSC(3, **kwargs).fit(two_views)
 
 
+def test_nystrom_too_few_columns_names_the_view(two_views):
+    """Order 1, 4 uniform columns of a sparse kNN graph: their block has fewer than k positive eigenvalues
+    (spectral.nystrom_embedding), an error naming the view instead of an embedding with meaningless columns."""
+    with pytest.raises(ValueError, match=r"view [01]: the 4 uniformly sampled columns of G\^\(1\) span only"):
+        ONMSC(3, embedding="nystrom", n_landmarks=4, order=1, random_state=0).fit(two_views)
+
+
 def test_random_state_must_be_a_seed(two_views):
     with pytest.raises(TypeError, match="random_state must be a non-negative int or None"):
         ONMSC(3, random_state=np.random.RandomState(0)).fit(two_views)
