@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels
-from .early_fusion import fit_early_fusion
+from .early_fusion import check_alpha, fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
@@ -105,6 +105,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         random_state = check_seed(self.random_state)
         for name in ("lambda1", "lambda2"):  # checked before any work
             self._fixed_lambda(name, getattr(self, name), 1.0)
+        if self.fusion == "early":
+            check_alpha(self.alpha)
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, name)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         views = _as_views(views)
@@ -203,15 +205,20 @@ class ONMSC(ClusterMixin, BaseEstimator):
     def _fit_early(self, views, t0: float) -> None:
         """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself). The default N is the
         one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
-        worse N on MSRC-v5)."""
-        n_neighbors, self.n_neighbors_tried_ = self.n_neighbors, {}
+        worse N on MSRC-v5); that late fit's first-order embeddings of the same graphs serve the related-views
+        check, and its warnings are left to early fusion, which checks the same views and graphs."""
+        n_neighbors, self.n_neighbors_tried_, embeddings = self.n_neighbors, {}, None
         if n_neighbors is None:  # exact graphs and the default lambdas: the settings early fusion shares
-            late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto").fit(views)
-            n_neighbors, self.n_neighbors_tried_ = late.n_neighbors_, late.n_neighbors_tried_
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto",
+                                              lambda2="auto").fit(views)
+            n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
+                                                                late.view_embeddings_)
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
                               n_neighbors=n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
                               max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
-                              random_state=check_seed(self.random_state))
+                              view_embeddings=embeddings, random_state=check_seed(self.random_state))
         r = ef.result
         self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
         self.related_views_ = ef.related

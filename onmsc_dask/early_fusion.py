@@ -22,9 +22,9 @@ from .assign import assign_labels
 from .fusion import full_weights, related_views, simplex_qp, warn_unrelated
 from .graph import NormalizedHighOrderAffinity, check_components, resolve_graph_inputs, view_affinity
 from .spectral import exact_embedding, top_eigenvectors
-from .validation import check_int
+from .validation import check_int, check_lambda
 
-#: floats per column block of the exact trace computation (v x n x b <= this), about 32 MB
+#: floats in each of the two v x n x b arrays of a column block of the exact traces, about 32 MB
 TRACE_BLOCK_FLOATS = 2**22
 
 
@@ -68,18 +68,22 @@ def trace_matrices(ops: list[list[NormalizedHighOrderAffinity]]) -> tuple[np.nda
     return (R + R.T) / 2, (M + M.T) / 2
 
 
+def check_alpha(alpha: float | str) -> float | str:
+    """``"auto"`` or a finite alpha >= 0 (validation.check_lambda)."""
+    return alpha if isinstance(alpha, str) and alpha == "auto" else check_lambda("alpha", alpha, rules=("auto",))
+
+
 class EarlyFusionProblem:
     """Eq. 10 on fixed graphs: the exact objective and the exact minimiser of each block."""
 
     def __init__(self, affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: float | str = "auto",
                  random_state: int | None = 0):
+        alpha = check_alpha(alpha)
         self.ops = [[NormalizedHighOrderAffinity(A, o) for o in range(1, order + 1)] for A in affinities]
         self.k, self.order, self.n, self.random_state = int(k), int(order), affinities[0].shape[0], random_state
         self.R, self.M = trace_matrices(self.ops)
         # auto: alpha M gets the diagonal scale of R, so diversity and neighbourhood terms weigh alike
-        self.alpha = float(np.trace(self.R) / np.trace(self.M)) if alpha == "auto" else float(alpha)
-        if self.alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        self.alpha = float(np.trace(self.R) / np.trace(self.M)) if alpha == "auto" else alpha
 
     def combined(self, mu: np.ndarray, H: np.ndarray | None = None) -> LinearOperator:
         """T = sum_{p,o} mu_p G_p^(o) (+ 1/2 H H^T) as an operator."""
@@ -167,16 +171,22 @@ class EarlyFusionFit:
 def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | str = "auto",
                      n_neighbors: int | None = None, metric: str | Sequence[str] = "auto", joint: bool = True,
                      n_init: int = 10, tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
-                     drop_unrelated_views: bool = True, random_state: int | None = None) -> EarlyFusionFit:
+                     drop_unrelated_views: bool = True, view_embeddings: np.ndarray | None = None,
+                     random_state: int | None = None) -> EarlyFusionFit:
     """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
     learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
-    ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views)."""
+    ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views), judged
+    on ``view_embeddings``, the first-order embeddings H_p^(1) of these graphs, shape (v, >= 1, n, k) (a late fit's
+    ``view_embeddings_`` at the same N), or, when None, on embeddings computed here once per view."""
     check_int("order", order)
+    check_alpha(alpha)
     graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state)
     seed = 0 if random_state is None else random_state
     related = np.ones(len(graphs), bool)
     if drop_unrelated_views and len(graphs) > 1:
-        related, shares = related_views(np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]))
+        H = (np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]) if view_embeddings is None
+             else view_embeddings)
+        related, shares = related_views(H)
         warn_unrelated(related, shares, graphs[0].shape[0], n_clusters)
     used = np.flatnonzero(related)
     res = early_fusion([graphs[p] for p in used], n_clusters, order, alpha, joint=joint, tol=tol,

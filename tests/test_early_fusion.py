@@ -1,10 +1,13 @@
-"""ONMSC-EF (docs/early_fusion.md): exact traces and objective, monotone descent, optimal blocks."""
+"""ONMSC-EF (docs/early_fusion.md): exact traces and objective, monotone descent, optimal blocks, input checks."""
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
+import onmsc_dask.early_fusion as ef
+from onmsc_dask import ONMSC
 from onmsc_dask.early_fusion import EarlyFusionProblem, early_fusion, fit_early_fusion, view_graphs
 from onmsc_dask.metrics import accuracy
+from onmsc_dask.spectral import exact_embedding
 
 K = 10
 
@@ -112,3 +115,77 @@ def test_affinity_embedding_is_the_learned_affinity_up_to_isometry(graphs):
     X, S = res.affinity_embedding, res.P @ np.diag(res.Lambda) @ res.P.T  # rows of S = rows of X times P^T
     np.testing.assert_allclose(X @ res.P.T, S, atol=1e-10)
     np.testing.assert_allclose(np.linalg.norm(X, axis=1), np.linalg.norm(S, axis=1), atol=1e-10)
+
+
+def blobs(n_per: int = 40, d: int = 4, seed: int = 0):
+    """Two views of three Gaussian blobs."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(3), n_per)
+    return [rng.normal(size=(len(y), d)) + 3 * y[:, None] for _ in range(2)], y
+
+
+def bad_inputs():
+    """(views, k, expected error) of each kind of bad input."""
+    views, y = blobs()
+    nan = views[1].copy()
+    nan[5, 1] = np.nan
+    far = np.concatenate([np.random.default_rng(1).normal(size=(30, 2)) + 100 * i for i in range(4)])
+    return {"nan": ([views[0], nan], 3, "view 1: contains NaN"),
+            "constant": ([views[0], np.ones((len(y), 3))], 3, "view 1: is constant"),
+            "k too large": (views, len(y), "n_clusters=120 must satisfy"),
+            "disconnected": ([far, far + 0.01], 2, "view 0: its graph falls apart into 4"),
+            "mismatched rows": ([views[0], views[1][:100]], 3, "view 1: has 100 rows, expected 120")}
+
+
+@pytest.mark.parametrize("case", list(bad_inputs()))
+def test_bad_input_raises_naming_the_view_as_late_fusion_does(case):
+    views, k, message = bad_inputs()[case]
+    with pytest.raises(ValueError, match=message) as late:
+        ONMSC(k, random_state=0).fit(views)
+    for fit in (lambda: ONMSC(k, fusion="early", random_state=0).fit(views),
+                lambda: ONMSC(k, fusion="early", n_neighbors=10, random_state=0).fit(views),
+                lambda: fit_early_fusion(views, k, n_neighbors=10, random_state=0)):
+        with pytest.raises(ValueError) as early:
+            fit()
+        assert str(early.value) == str(late.value)
+
+
+@pytest.mark.parametrize("alpha", [np.nan, np.inf, -1.0, None, "select"])
+def test_bad_alpha_is_a_named_error(alpha, monkeypatch):
+    """NaN alpha failed in an eigensolve (AttributeError), inf in the mu step (LinAlgError), None with a TypeError,
+    all after the graphs and traces were built; the estimator checks it before any work (no late fit for N)."""
+    views, _ = blobs()
+    monkeypatch.setattr(ONMSC, "_fit_late", lambda *a: pytest.fail("a late fit ran before alpha was checked"))
+    with pytest.raises(ValueError, match="alpha must be"):
+        ONMSC(3, fusion="early", alpha=alpha, random_state=0).fit(views)
+    with pytest.raises(ValueError, match="alpha must be"):
+        fit_early_fusion(views, 3, alpha=alpha, random_state=0)
+    with pytest.raises(ValueError, match="alpha must be"):
+        EarlyFusionProblem(view_graphs(views, 3)[0], 3, 2, alpha=alpha)
+
+
+def test_each_warning_once_as_in_late_fusion():
+    """With the default N the late fit that picks N and early fusion both warned about the same views."""
+    views, y = blobs()
+    noisy = views + [np.random.default_rng(2).normal(size=(len(y), 5))]
+    for fusion in ("late", "early"):
+        with pytest.warns(UserWarning) as record:
+            ONMSC(3, fusion=fusion, random_state=0).fit(noisy)
+        messages = [str(w.message) for w in record]
+        assert sum("view 2 shares no cluster structure" in m for m in messages) == 1, messages
+        assert len(messages) == len(set(messages)), messages
+
+
+def test_related_views_from_the_late_fit_embeddings(monkeypatch):
+    """The default N comes from a late fit, whose first-order embeddings of the same graphs the related-views check
+    reuses (it recomputed them, one eigensolve per view); same labels as early fusion given that N (n > 500: eigsh,
+    whose start vectors differ between the two fits)."""
+    views, _ = digits_views(600)
+    calls = []
+    monkeypatch.setattr(ef, "exact_embedding", lambda *a: calls.append(1) or exact_embedding(*a))
+    est = ONMSC(K, fusion="early", random_state=0).fit(views)
+    assert calls == []
+    given = ONMSC(K, fusion="early", n_neighbors=est.n_neighbors_, random_state=0).fit(views)
+    assert len(calls) == len(views)  # computed once per view when there is no late fit
+    np.testing.assert_array_equal(est.labels_, given.labels_)
+    np.testing.assert_array_equal(est.related_views_, given.related_views_)
