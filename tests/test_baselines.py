@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
+from onmsc_dask.assign import assign_labels
 from onmsc_dask.baselines import AverageGraphSC, LinearCombination, SingleBestView
-from onmsc_dask.early_fusion import fit_early_fusion
+from onmsc_dask.early_fusion import EarlyFusionProblem, fit_early_fusion, view_graphs
+from onmsc_dask.graph import NormalizedHighOrderAffinity
 from onmsc_dask.metrics import accuracy
 
 K = 10
@@ -27,6 +29,14 @@ def test_single_best_view(digits):
     scores = [s["acc"] for s in sb.score_views_(y)]
     assert scores[sb.best_view_] == pytest.approx(accuracy(y, sb.labels_)) and max(scores) > 2 * chance
     assert accuracy(y, sb.labels_) > 2 * chance
+    # each view: eigengap lambda_k - lambda_{k+1} of the dense G, labels = k-means of its top-k eigenvectors
+    for p, A in enumerate(view_graphs(views, K, random_state=0)[0]):
+        G = NormalizedHighOrderAffinity(A, 1) @ np.eye(A.shape[0])
+        vals, vecs = np.linalg.eigh((G + G.T) / 2)
+        vals, vecs = vals[::-1], vecs[:, ::-1]
+        assert sb.eigengaps_[p] == pytest.approx(vals[K - 1] - vals[K], abs=1e-8)
+        ref = assign_labels(vecs[:, :K], K, random_state=0)[0]
+        assert accuracy(ref, sb.per_view_labels_[p]) > 0.98  # the same partition (up to k-means near-ties)
 
 
 def test_average_graph(digits):
@@ -43,6 +53,32 @@ def test_linear_combination(digits, order):
     assert np.all(np.diff(J) <= 1e-9 * np.abs(J[1:]))  # alternating exact minimisers
     assert np.all(bl.view_weights_ >= 0) and bl.view_weights_.sum() == pytest.approx(1.0)
     assert accuracy(y, bl.labels_) > 3 * chance
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_linear_combination_first_iteration_updates_are_exact_minimisers(digits, order):
+    """One iteration from uniform mu and H_0 (top-k of sum_p G_p / v): mu minimises c_0^T mu + alpha mu^T M mu on
+    the simplex, and H spans the top-k eigenvectors of sum_{p,o} mu_p G_p^(o). The objective trace alone cannot
+    tell a skipped mu update from a real one."""
+    views, _, _ = digits
+    bl = LinearCombination(K, order=order, max_iter=1, random_state=0).fit(views)
+    problem = EarlyFusionProblem(view_graphs(views, K, random_state=0)[0], K, order, float(K * order), 0)
+    v = len(views)
+    mu0 = np.full(v, 1.0 / v)
+    T0 = problem.combined(mu0) @ np.eye(problem.n)
+    H0 = np.linalg.eigh((T0 + T0.T) / 2)[1][:, ::-1][:, :K]
+    c0 = order * K - problem.compressions(H0).sum(axis=1)
+
+    def Q(m):
+        return c0 @ m + bl.alpha_ * m @ problem.M @ m
+
+    mu = bl.view_weights_
+    others = np.vstack([np.eye(v), mu0, np.random.default_rng(0).dirichlet(np.ones(v), 200)])
+    assert Q(mu) <= min(Q(m) for m in others) + 1e-9 * abs(Q(mu))
+    assert np.abs(mu - mu0).max() > 1e-3  # the data move mu off its uniform start
+    T = problem.combined(mu) @ np.eye(problem.n)
+    top = np.sort(np.linalg.eigvalsh((T + T.T) / 2))[::-1][:K].sum()
+    assert np.trace(bl.embedding_.T @ T @ bl.embedding_) == pytest.approx(top, rel=1e-8)
 
 
 def test_bl_nlm_is_early_fusion_order_one(digits):

@@ -239,12 +239,17 @@ def digits_embeddings():
     return H, F, y
 
 
-def _initial_objective(H, F, lambda1, lambda2):
-    """J at Algorithm 1's starting point as late_fusion builds it (W aligned to F, mu uniform)."""
+def _initial_point(H, F, lambda1):
+    """Algorithm 1's starting point as late_fusion builds it (W aligned to F, mu uniform) and its H*."""
     v, O, _, _ = H.shape
     mu = np.full(v, 1.0 / v)
     W = np.stack([np.stack([polar(H[p, o].T @ F) for o in range(O)]) for p in range(v)])
-    Hstar = polar(combine(H, W, mu) + lambda1 * F)
+    return W, mu, polar(combine(H, W, mu) + lambda1 * F)
+
+
+def _initial_objective(H, F, lambda1, lambda2):
+    """J at Algorithm 1's starting point."""
+    W, mu, Hstar = _initial_point(H, F, lambda1)
     return objective(H, F, Hstar, W, mu, alignment_matrix(H), lambda1, lambda2)
 
 
@@ -273,6 +278,32 @@ def test_late_fusion_monotone_on_digits(digits_embeddings, lambda1, lambda2):
                                     rel=1e-10)
     # Proposition 'upper bound' of the paper (with the normalized M): J <= tr(H*^T S) + lambda1 k
     assert obj[-1] <= O * k + lambda1 * k + 1e-9
+
+
+@pytest.mark.parametrize("lambda1, lambda2", [(1.0, 20.0), (0.1, 0.5)])
+def test_late_fusion_each_block_update_is_its_maximiser(digits_embeddings, lambda1, lambda2):
+    """One iteration of Algorithm 1 from its starting H*_0: W maximises tr(H*_0^T H_p W) (Eq. 14), mu maximises
+    J over the simplex for H*_0 and that W (Eq. 15), and H* maximises J for that W and mu (Eqs. 12-13).
+    Monotonicity alone does not check this: keeping W or mu at their starting values is monotone too."""
+    H, F, _ = digits_embeddings
+    v, O, n, k = H.shape
+    _, mu0, Hstar0 = _initial_point(H, F, lambda1)
+    res = late_fusion(H, F, lambda1, lambda2, tol=0.0, max_iter=1)
+    W, mu, M = res.rotations, res.view_weights, alignment_matrix(H)
+    for p in range(v):
+        for o in range(O):
+            C = H[p, o].T @ Hstar0
+            np.testing.assert_allclose(np.trace(W[p, o].T @ C), np.linalg.svd(C, compute_uv=False).sum(), rtol=1e-10)
+    a = np.einsum("ponk,nk->p", np.einsum("ponk,pokj->ponj", H, W), Hstar0)  # tr(H*_0^T sum_o H_p^(o) W_p^(o))
+
+    def J_mu(m):
+        return a @ m - lambda2 * m @ M @ m  # the terms of J that depend on mu
+
+    others = np.vstack([np.eye(v), mu0, np.random.default_rng(0).dirichlet(np.ones(v), 200)])
+    assert J_mu(mu) >= max(J_mu(m) for m in others) - 1e-9 * abs(J_mu(mu))
+    assert np.abs(mu - mu0).max() > 1e-3  # the data move mu off its uniform start
+    C = combine(H, W, mu) + lambda1 * F
+    np.testing.assert_allclose(np.sum(res.embedding * C), np.linalg.svd(C, compute_uv=False).sum(), rtol=1e-10)
 
 
 def test_late_fusion_converges_and_clusters_digits(digits_embeddings):

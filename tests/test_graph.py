@@ -258,6 +258,12 @@ def test_anchor_affinity_rows_link_nearest_landmarks():
     for i in range(90):
         assert set(Z[i].indices) == set(nearest[i])
     np.testing.assert_allclose(np.asarray(Z.sum(axis=1)).ravel(), 1.0)  # rows sum to 1, so A 1 = 1
+    # weights: Gaussian of the distance, width the distance to the 3rd (farthest linked) landmark, rows normalized
+    d = np.sqrt(np.take_along_axis(((X[:, None] - L[None]) ** 2).sum(-1), nearest, axis=1))
+    w = np.exp(-(d / d[:, -1:]) ** 2)
+    w /= w.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(np.take_along_axis(Z.toarray(), nearest, axis=1), w, rtol=1e-10)
+    assert np.abs(w - 1 / 3).max() > 0.1  # the data tell the weights apart (uniform weights would fail)
 
 
 def test_build_graph_dispatch():

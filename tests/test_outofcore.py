@@ -130,7 +130,7 @@ def _free_port() -> int:
 
 
 def test_real_cluster_matches_local_cluster(store, tmp_path):
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, processes=False) as cluster, \
             Client(cluster) as client:
@@ -149,9 +149,15 @@ def test_real_cluster_matches_local_cluster(store, tmp_path):
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         with Client(address, timeout="60s") as client:
             client.wait_for_workers(2, timeout=120)
-            remote = fit_store(clean, 10, client=client, **PARAMS)
+            with get_task_stream(client) as stream:
+                remote = fit_store(clean, 10, client=client, **PARAMS)
             workers = {ts for ts in client.run(os.getpid).values()}
+            addresses = set(client.scheduler_info()["workers"])
         assert len(workers) == 2 and os.getpid() not in workers
+        # the chunk tasks of every stage ran on the two worker processes, not in this one
+        ran = {(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0] for t in stream.data}
+        assert {"_chunk_scan", "_anchor_block", "_z_rows", "anchor_scaled_gram"} <= ran, ran
+        assert {t["worker"] for t in stream.data} == addresses
         np.testing.assert_array_equal(remote.labels, local)
     finally:
         for proc in reversed(procs):

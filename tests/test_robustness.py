@@ -137,6 +137,20 @@ def test_disconnected_knn_graph_warns_but_stays_finite():
     assert model.labels_[0] != model.labels_[-1]
 
 
+def test_disconnected_graph_warning_reaches_the_caller_from_a_process_cluster():
+    """The warning is raised on the client: one raised inside a worker's task never reaches the caller (and the
+    sync scheduler of the test above cannot tell the two apart)."""
+    from distributed import get_task_stream
+
+    rng = np.random.default_rng(1)
+    X = np.vstack([rng.normal(size=(20, 3)), rng.normal(size=(20, 3)) + 1000.0])
+    cluster, client = _cluster(1)
+    with cluster, client, dask.config.set(scheduler=client), get_task_stream(client) as stream:
+        with pytest.warns(UserWarning, match="view 0: its graph has 2 disconnected pieces"):
+            _fit([X, X[:, ::-1] * 2 + 5], k=2, n_neighbors=3)
+    assert any("_embed_view" in str(t["key"]) for t in stream.data), "the views were not embedded on the worker"
+
+
 def test_graph_in_more_pieces_than_clusters_is_an_error_naming_the_view():
     """Before: a warning inside the Dask task and labels from an arbitrary choice of pieces."""
     rng = np.random.default_rng(1)
@@ -298,6 +312,8 @@ def _cluster(n_workers):
 
 def test_fit_store_same_labels_for_chunkings_and_worker_counts(tmp_path):
     views = _digits3()
+    from distributed import get_task_stream
+
     stores = [MultiViewStore.create(tmp_path / f"c{r}.zarr", views, chunk_rows=r) for r in (128, 450)]
     labels = {}
     for n_workers in (1, 2):
@@ -307,7 +323,11 @@ def test_fit_store_same_labels_for_chunkings_and_worker_counts(tmp_path):
                 # fresh copy of the store per run, so nothing is resumed
                 fresh = MultiViewStore.create(tmp_path / f"w{n_workers}-{store.path.name}", views,
                                               chunk_rows=store.row_chunks(0)[0][1])
-                labels[n_workers, store.path.name] = fit_store(fresh, 10, client=client, **OOC).labels
+                with get_task_stream(client) as stream:
+                    labels[n_workers, store.path.name] = fit_store(fresh, 10, client=client, **OOC).labels
+                # the chunk tasks ran on the cluster's worker processes, all of them
+                assert any("_anchor_block" in str(t["key"]) for t in stream.data)
+                assert {t["worker"] for t in stream.data} == set(client.scheduler_info()["workers"])
     first = next(iter(labels.values()))
     for key, got in labels.items():
         np.testing.assert_array_equal(got, first, err_msg=str(key))
