@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import sys
 import time
+import warnings
 from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -48,8 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Cluster a multi-view data set; writes views.zarr, report.json, "
                                           "convergence.png and labels.npy to --out.")
     source = run.add_mutually_exclusive_group()
-    source.add_argument("--data", type=Path, help="a .mat, .npz or .csv file, a .zarr store or an MNIST IDX directory")
+    source.add_argument("--data", type=Path, nargs="+",
+                        help="a .mat or .npz file, a .zarr store, an MNIST IDX directory, or .csv files (one per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
+    run.add_argument("--labels", type=Path, help="a .csv file of labels for .csv views (other formats carry theirs)")
     run.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
     run.add_argument("--scheduler", help="address of a running Dask scheduler (default: start a LocalCluster)")
     run.add_argument("--n-clusters", type=positive_int, help="k (default: number of distinct labels)")
@@ -59,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-neighbors", type=positive_int, help="kNN graph neighbours N (default: from n and k)")
     run.add_argument("--n-landmarks", type=positive_int, default=1000,
                      help="landmarks m of the anchor graph, and Nystrom columns (default: 1000)")
+    run.add_argument("--n-nearest-landmarks", type=positive_int, default=3,
+                     help="landmarks r each sample links to in the anchor graph (default: 3)")
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=positive_int, default=2, help="LocalCluster worker processes (default: 2)")
     return parser
@@ -86,36 +92,77 @@ def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, 
     return check_n_clusters(args.n_clusters or len(np.unique(y)), n_samples)
 
 
+def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int) -> None:
+    """The parameters that depend on n and k, checked before anything is written."""
+    from .spectral import resolve_solver
+    from .validation import check_landmarks, check_n_neighbors
+
+    solver = resolve_solver(args.embedding, n_samples)
+    if args.n_neighbors is not None and solver != "anchor":
+        check_n_neighbors(args.n_neighbors, n_samples)
+    if solver != "exact":
+        check_landmarks(args.n_landmarks, args.n_nearest_landmarks if solver == "anchor" else None, n_clusters,
+                        n_samples)
+
+
+def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
+    """Views, labels, view names and a description of ``--data`` (not a store) or ``--dataset``."""
+    from .io import load, load_csv
+
+    data = args.data or []
+    csv = [p for p in data if p.suffix.lower() == ".csv"]
+    if args.labels is not None and (not data or len(csv) != len(data)):
+        raise ValueError("--labels goes with .csv views; .mat, .npz, store and IDX inputs carry their own labels")
+    if len(data) > 1 and len(csv) != len(data):
+        raise ValueError("several --data paths must all be .csv files, one view each")
+    if not data:
+        name = args.dataset or "digits"
+        return *DATASETS[name](), name
+    if csv:
+        views, y = load_csv(data, args.labels)
+        stems = [p.stem for p in data]
+        return views, y, stems if len(set(stems)) == len(stems) else None, ", ".join(map(str, data))
+    return *load(data[0]), None, str(data[0])
+
+
 def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int]:
     """The run's store ``DIR/views.zarr``, a description of the source and k. A store given with ``--data`` is
     copied file by file (never read whole; used as it is when it already is ``DIR/views.zarr``); other
     input is loaded, validated and written. Nothing is created before the input is valid."""
-    from .io import is_store, load
+    from .io import is_store
     from .store import MultiViewStore
     from .validation import check_views
 
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out} is a file; it must be a directory (created if missing)")
     store_path = args.out / "views.zarr"
-    if args.data is not None and is_store(args.data):
-        source = MultiViewStore(args.data)
-        k = _n_clusters(args, source.labels, source.n_samples, str(args.data))
-        if args.data.resolve() == store_path.resolve():
+    if args.data is not None and len(args.data) == 1 and is_store(args.data[0]):
+        data = args.data[0]
+        source = MultiViewStore(data)
+        k = _n_clusters(args, source.labels, source.n_samples, str(data))
+        _check_parameters(args, source.n_samples, k)
+        if data.resolve() == store_path.resolve():
             log(f"using {store_path}")
-            return source, str(args.data), k
+            return source, str(data), k
+        _replacing(store_path, log)
         args.out.mkdir(parents=True, exist_ok=True)
-        log(f"copying {args.data} to {store_path}")
-        return source.copy(store_path, stages=False, overwrite=True), str(args.data), k
-    if args.data is None:
-        name = args.dataset or "digits"
-        views, y, names = DATASETS[name]()
-    else:
-        (views, y), names, name = load(args.data), None, str(args.data)
+        log(f"copying {data} to {store_path}")
+        return source.copy(store_path, stages=False, overwrite=True), str(data), k
+    views, y, names, name = _load_input(args)
     views = check_views(views, names)
     k = _n_clusters(args, y, views[0].shape[0], name)
+    _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
+    _replacing(store_path, log)
     args.out.mkdir(parents=True, exist_ok=True)
     store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True, metadata={"source": name})
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k
+
+
+def _replacing(store_path: Path, log: _Log) -> None:
+    if store_path.exists():
+        log(f"replacing the previous run's store {store_path}")
 
 
 def _plot_convergence(objective: np.ndarray, path: Path) -> None:
@@ -154,7 +201,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         if args.n_neighbors is not None:
             log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
         r = fit_store(store, n_clusters, order=args.order, n_landmarks=args.n_landmarks,
-                      random_state=args.random_state, client=client, progress=lambda line: log(f"  {line}"))
+                      n_nearest_landmarks=args.n_nearest_landmarks, random_state=args.random_state, client=client,
+                      progress=lambda line: log(f"  {line}"))
         return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
@@ -164,7 +212,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         log("compiling pynndescent on the workers (once per worker process)")
         warm_up(client)
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
-                  n_landmarks=args.n_landmarks, random_state=args.random_state)
+                  n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
+                  random_state=args.random_state)
     model.fit([store.read_view(p) for p in range(store.n_views)])
     return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
@@ -178,6 +227,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
 
 def run(args: argparse.Namespace, log: _Log) -> dict:
     """Execute ``onmsc-dask run``; returns the report (also written to ``args.out/report.json``)."""
+    import dask
     from distributed import Client, LocalCluster
 
     from .metrics import evaluate
@@ -191,11 +241,15 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
 
     t = time.perf_counter()
     with ExitStack() as stack:
+        # in-memory runs (up to spectral.EXACT_MAX_SAMPLES samples by default) send each view to its worker once,
+        # inside the task graph; distributed warns about graphs above 10 MB
+        stack.enter_context(dask.config.set({"distributed.admin.large-graph-warning-threshold": "1GiB"}))
         if args.scheduler:
             client = stack.enter_context(Client(args.scheduler))
         else:
-            cluster = stack.enter_context(LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                                                       processes=True, dashboard_address=":0"))
+            # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
+            cluster = stack.enter_context(LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                                       dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
         n_workers = len(client.scheduler_info()["workers"])
         timings["start_cluster"] = time.perf_counter() - t
@@ -226,6 +280,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                     "n_classes": None if y is None else int(len(np.unique(y)))},
         "parameters": {"n_clusters": args.n_clusters, "embedding": args.embedding, "order": args.order,
                        "n_neighbors": args.n_neighbors, "n_landmarks": args.n_landmarks,
+                       "n_nearest_landmarks": args.n_nearest_landmarks,
                        "random_state": args.random_state,
                        "workers": None if args.scheduler else args.workers, "scheduler": args.scheduler},
         "resolved": resolved | {"n_workers": n_workers},
@@ -245,9 +300,16 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input)."""
     args = build_parser().parse_args(argv)
-    try:
-        run(args, _Log())
-    except (ValueError, OSError) as exc:
-        print(f"onmsc-dask: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            run(args, _Log())
+        except (ValueError, OSError) as exc:
+            print(f"onmsc-dask: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     return 0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line, like errors (not the Python source line that raised them)."""
+    print(f"onmsc-dask: warning: {message}", file=sys.stderr)

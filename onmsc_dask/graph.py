@@ -154,7 +154,8 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
     if c > n_clusters:
         raise ValueError(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
                          f"n_clusters={n_clusters}, so its top-{n_clusters} eigenvectors would pick an arbitrary "
-                         "subset of them; raise n_neighbors (or n_nearest_landmarks), or drop the view")
+                         f"subset of them; raise {'n_nearest_landmarks' if anchor else 'n_neighbors'}, or drop the "
+                         "view")
     if c > 1:
         user_warning(f"{label}: its graph has {c} disconnected pieces; each will be a cluster or part of one")
 

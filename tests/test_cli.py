@@ -210,6 +210,73 @@ def test_missing_file_exits_2(tmp_path, capsys):
     assert "nope.npz" in capsys.readouterr().err
 
 
+def test_csv_views_with_labels_file(tmp_path, scheduler, capsys):
+    """One .csv per view (a header row allowed) and a --labels file; before, --data took one .csv, read as one
+    unlabelled view, so a label column could only be clustered as a feature."""
+    views, y = _blobs()
+    paths = [tmp_path / "shape.csv", tmp_path / "colour.csv"]
+    np.savetxt(paths[0], views[0], delimiter=",", header="a,b,c,d", comments="")
+    np.savetxt(paths[1], views[1], delimiter=",")
+    np.savetxt(tmp_path / "y.csv", y, delimiter=",", fmt="%d")
+    out = tmp_path / "run"
+    assert main(["run", "--data", *map(str, paths), "--labels", str(tmp_path / "y.csv"), "--out", str(out),
+                 "--scheduler", scheduler]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["dataset"]["view_names"] == ["shape", "colour"] and report["dataset"]["view_dims"] == [4, 6]
+    assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
+    np.testing.assert_array_equal(MultiViewStore(out / "views.zarr").labels, y)
+    npz = tmp_path / "blobs.npz"
+    np.savez(npz, view0=views[0], view1=views[1], y=y)
+    for args, message in ((["--data", str(npz), "--labels", str(tmp_path / "y.csv")], "--labels goes with .csv"),
+                          (["--data", str(npz), str(paths[0])], "several --data paths must all be .csv")):
+        assert main(["run", *args, "--out", str(tmp_path / "bad")]) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
+    """--n-neighbors >= n failed after views.zarr was written and a cluster started; --out naming a file gave a
+    bare '[Errno 17] File exists'."""
+    views, y = _blobs()
+    data = tmp_path / "blobs.npz"
+    np.savez(data, view0=views[0], view1=views[1], y=y)
+    assert main(["run", "--data", str(data), "--n-neighbors", "90", "--out", str(tmp_path / "a")]) == 2
+    assert "n_neighbors=90 must satisfy 1 <= n_neighbors < n_samples=90" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
+    assert main(["run", "--data", str(data), "--embedding", "anchor", "--n-landmarks", "40",
+                 "--n-nearest-landmarks", "41", "--out", str(tmp_path / "b")]) == 2
+    assert "n_nearest_landmarks=41 must satisfy" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    (tmp_path / "file").write_text("mine")
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "file")]) == 2
+    assert "--out " + str(tmp_path / "file") + " is a file" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_anchor_links_and_one_line_messages(tmp_path, capfd):
+    """--n-nearest-landmarks reaches the anchor graph; a warning is one line, and a bad store on a process cluster
+    ends in the one-line error without the workers' tracebacks (captured at the file descriptors, so the worker
+    processes' stderr is included)."""
+    views, y = _blobs(60)
+    given = MultiViewStore.create(tmp_path / "given.zarr", views, y, chunk_rows=50)
+    out = tmp_path / "run"
+    assert main(["run", "--data", str(given.path), "--out", str(out), "--embedding", "anchor", "--n-landmarks", "40",
+                 "--n-nearest-landmarks", "4", "--workers", "1"]) == 0
+    err = capfd.readouterr().err
+    # the blobs lie far apart: each view's anchor graph is in 3 pieces
+    assert "onmsc-dask: warning: view 0 ('view0'): its graph has 3 disconnected pieces" in err
+    assert "UserWarning" not in err
+    report = json.loads((out / "report.json").read_text())
+    assert report["parameters"]["n_nearest_landmarks"] == 4
+    Z = MultiViewStore(out / "views.zarr").read_result("anchor_graph", "Z0")
+    assert np.all(np.diff(Z.indptr) == 4)  # each sample links to 4 landmarks
+    views[1][5, 1] = np.nan
+    bad = MultiViewStore.create(tmp_path / "bad.zarr", views, y, chunk_rows=50)
+    assert main(["run", "--data", str(bad.path), "--out", str(tmp_path / "bad"), "--embedding", "anchor",
+                 "--n-landmarks", "40", "--workers", "1"]) == 2
+    err = capfd.readouterr().err
+    assert "onmsc-dask: error: " in err and "view 1 ('view1')" in err and "NaN" in err
+    assert "Traceback" not in err and "Compute Failed" not in err
+
+
 @pytest.mark.parametrize("command", [["onmsc-dask"], [sys.executable, "-m", "onmsc_dask"]])
 def test_help_in_subprocess(command):
     for args in (["--help"], ["run", "--help"]):
