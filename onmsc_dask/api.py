@@ -16,7 +16,7 @@ from .early_fusion import check_alpha, fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
-from .validation import check_int, check_lambda, check_landmarks, check_seed, view_label, view_list
+from .validation import check_int, check_lambda, check_landmarks, check_n_components, check_seed, view_label, view_list
 from .spectral import average_graph_embedding, embed_graph, resolve_solver
 
 
@@ -54,6 +54,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
         orders used, by ``selection.select_fusion`` (k-means distortion of H*).
     embedding : ``"exact"``, ``"anchor"``, ``"nystrom"`` or ``"auto"`` (spectral.resolve_solver).
+    n_components : eigenvectors per graph (H_p^(o), F and H* are n x n_components; ``lambda2="auto"`` is
+        n_components * O); ``None`` uses k, the paper's. The labels are always k clusters. Late fusion only;
+        measured in docs/solvers.md ("More eigenvectors than clusters").
     metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
         or a list with one entry per view.
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too).
@@ -72,7 +75,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None, order: int = 2,
                  lambda1: float | str = "auto", lambda2: float | str = "auto", embedding: str = "auto",
-                 metric: str | Sequence[str] = "auto", n_landmarks: int = 1000, n_nearest_landmarks: int = 3,
+                 n_components: int | None = None, metric: str | Sequence[str] = "auto", n_landmarks: int = 1000,
+                 n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
                  random_state: int | None = None):
@@ -82,6 +86,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.lambda1 = lambda1
         self.lambda2 = lambda2
         self.embedding = embedding
+        self.n_components = n_components
         self.metric = metric
         self.n_landmarks = n_landmarks
         self.n_nearest_landmarks = n_nearest_landmarks
@@ -107,6 +112,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self._fixed_lambda(name, getattr(self, name), 1.0)
         if self.fusion == "early":
             check_alpha(self.alpha)
+            if self.n_components is not None:
+                raise ValueError("n_components applies to late fusion; early fusion learns a rank-k affinity")
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, name)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         views = _as_views(views)
@@ -153,11 +160,13 @@ class ONMSC(ClusterMixin, BaseEstimator):
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
         n_nearest = self.n_nearest_landmarks if solver == "anchor" else None
-        n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n) if solver != "exact" else 0
+        width = check_n_components(self.n_components, k, n)
+        n_landmarks = (check_landmarks(self.n_landmarks, n_nearest, k, n, self.n_components) if solver != "exact"
+                       else 0)
         seeds = np.random.SeedSequence(random_state).generate_state(len(views) + 2)
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks)
-        tasks = [dask.delayed(_embed_view, pure=True)(X, solver, k, self.order, {**graph_params, "metric": m},
+        tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
                                                       int(s), view_label(p))
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
@@ -166,16 +175,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
             check_components(graph, view_label(p), k, anchor=solver == "anchor")
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
         self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
-        warn_unrelated(self.related_views_, shares, n, k)
+        warn_unrelated(self.related_views_, shares, n, width)
         used = np.flatnonzero(self.related_views_)
-        F = average_graph_embedding([results[p][0] for p in used], solver, k,
+        F = average_graph_embedding([results[p][0] for p in used], solver, width,
                                     n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
             best, candidates = select_fusion(views_used(H, used), F, k,
                                              lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
-                                             lambda2="auto" if self.lambda2 == "auto"  # k * o for each order o
-                                             else self._fixed_lambda("lambda2", self.lambda2, k * self.order),
+                                             lambda2="auto" if self.lambda2 == "auto"  # width * o for each order o
+                                             else self._fixed_lambda("lambda2", self.lambda2, width * self.order),
                                              tol=self.tol, max_iter=self.max_iter, random_state=int(seeds[-2]))
             self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
                                for c in candidates]
@@ -183,7 +192,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         else:
             self.order_ = self.order
             self.lambda1_ = self._fixed_lambda("lambda1", self.lambda1, 1.0)
-            self.lambda2_ = self._fixed_lambda("lambda2", self.lambda2, k * self.order)
+            self.lambda2_ = self._fixed_lambda("lambda2", self.lambda2, width * self.order)
             fused = fuse_views(H, self.view_eigenvalues_, F, used, self.lambda1_, self.lambda2_,
                                eigenvalue_scaling=self.eigenvalue_scaling, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()

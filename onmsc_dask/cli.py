@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--embedding", default="auto", choices=("auto", "exact", "anchor", "nystrom"),
                      help="spectral embedding solver (default: auto)")
     run.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
+    run.add_argument("--n-components", type=positive_int,
+                     help="eigenvectors per graph, at least k (default: k; docs/solvers.md)")
     run.add_argument("--n-neighbors", type=positive_int, help="kNN graph neighbours N (default: from n and k)")
     run.add_argument("--n-landmarks", type=positive_int, default=1000,
                      help="landmarks m of the anchor graph, and Nystrom columns (default: 1000)")
@@ -95,14 +97,15 @@ def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, 
 def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int) -> None:
     """The parameters that depend on n and k, checked before anything is written."""
     from .spectral import resolve_solver
-    from .validation import check_landmarks, check_n_neighbors
+    from .validation import check_landmarks, check_n_components, check_n_neighbors
 
+    check_n_components(args.n_components, n_clusters, n_samples)
     solver = resolve_solver(args.embedding, n_samples)
     if args.n_neighbors is not None and solver != "anchor":
         check_n_neighbors(args.n_neighbors, n_samples)
     if solver != "exact":
         check_landmarks(args.n_landmarks, args.n_nearest_landmarks if solver == "anchor" else None, n_clusters,
-                        n_samples)
+                        n_samples, args.n_components)
 
 
 def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
@@ -200,7 +203,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     if solver == "anchor":
         if args.n_neighbors is not None:
             log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
-        r = fit_store(store, n_clusters, order=args.order, n_landmarks=args.n_landmarks,
+        r = fit_store(store, n_clusters, order=args.order, n_components=args.n_components, n_landmarks=args.n_landmarks,
                       n_nearest_landmarks=args.n_nearest_landmarks, random_state=args.random_state, client=client,
                       progress=lambda line: log(f"  {line}"))
         return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
@@ -212,6 +215,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         log("compiling pynndescent on the workers (once per worker process)")
         warm_up(client)
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
+                  n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
                   random_state=args.random_state)
     model.fit([store.read_view(p) for p in range(store.n_views)])
@@ -279,6 +283,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                     "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)],
                     "n_classes": None if y is None else int(len(np.unique(y)))},
         "parameters": {"n_clusters": args.n_clusters, "embedding": args.embedding, "order": args.order,
+                       "n_components": args.n_components,
                        "n_neighbors": args.n_neighbors, "n_landmarks": args.n_landmarks,
                        "n_nearest_landmarks": args.n_nearest_landmarks,
                        "random_state": args.random_state,

@@ -36,9 +36,9 @@ from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anch
                        anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
                        eigvecs_from_factor)
 from .store import MultiViewStore
-from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_lambda, check_landmarks, check_n_clusters,
-                         check_int, check_n_distinct, check_not_constant, check_seed, column_range, metric_list,
-                         n_distinct, row_ids, row_keys, view_label)
+from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
+                         check_n_components, check_n_distinct, check_not_constant, check_seed, column_range,
+                         metric_list, n_distinct, row_ids, row_keys, view_label)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
 
@@ -202,7 +202,8 @@ def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k
 
 def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, order: int = 2, n_landmarks: int = 1000,
               n_nearest_landmarks: int = 3, metric: str | Sequence[str] = "auto", lambda1: float | str = "auto",
-              lambda2: float | str = "auto", n_init: int = 10, random_state: int | None = None,
+              lambda2: float | str = "auto", n_components: int | None = None, n_init: int = 10,
+              random_state: int | None = None,
               client: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
               method: str = "gram", tol: float = 1e-4, max_iter: int = 100, eigenvalue_scaling: bool = True,
               drop_unrelated_views: bool = True, progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
@@ -229,15 +230,17 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     for name, value in (("n_init", n_init), ("max_iter", max_iter), ("landmark_sample", landmark_sample)):
         check_int(name, value)
     random_state, requested = check_seed(random_state), metric_list(metric, v)
-    m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n)
+    m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n, n_components)
+    width = check_n_components(n_components, k, n)
     lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1, rules=["auto"])
-    lambda2 = (float(k * order) if lambda2 in ("auto", None)  # None: the default before "auto" existed
+    lambda2 = (float(width * order) if lambda2 in ("auto", None)  # None: the default before "auto" existed
                else check_lambda("lambda2", lambda2, positive=True, rules=["auto"]))
     seeds = [int(s) for s in np.random.SeedSequence(random_state).generate_state(v + 2)]
     params = {"landmarks": {"n_landmarks": m, "metric": requested, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
-    params["embeddings"] = {**params["anchor_graph"], "n_clusters": k, "order": order, "method": method,
+    params["embeddings"] = {**params["anchor_graph"], "n_clusters": k, "n_components": width, "order": order,
+                            "method": method,
                             "drop_unrelated_views": drop_unrelated_views}
     params["fusion"] = {**params["embeddings"], "lambda1": lambda1, "lambda2": lambda2, "tol": tol,
                         "max_iter": max_iter, "eigenvalue_scaling": eigenvalue_scaling}
@@ -297,9 +300,9 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     def embed(jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Anchor embeddings and eigenvalues of the graphs given by row blocks (one list per graph) with `method`."""
         if method == "gram":
-            pairs = _compute(client, *[_gram_embedding(z, k, seed) for z, seed in zip(jobs, job_seeds)])
+            pairs = _compute(client, *[_gram_embedding(z, width, seed) for z, seed in zip(jobs, job_seeds)])
         else:
-            pairs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], k, client)
+            pairs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], width, client)
         return list(pairs)  # sign-fixed like the in-memory embeddings
 
     def average(Zc: list[list[Any]]) -> list[Any]:
@@ -319,7 +322,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
 
     emb = stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"], embeddings)
     used = np.flatnonzero(emb["related"])
-    warn_unrelated(emb["related"], emb["shares"], n, k, store.view_names)  # also when the stage is resumed
+    warn_unrelated(emb["related"], emb["shares"], n, width, store.view_names)  # also when the stage is resumed
 
     def fusion() -> dict[str, Any]:
         fused = fuse_views(emb["H"], emb["eigenvalues"], emb["F"], used, lambda1, lambda2,

@@ -18,7 +18,7 @@ from .fusion import LateFusionResult, late_fusion
 
 #: lambda1 candidates (weight of the average-graph embedding F; tr(H*^T F) <= k like each view's term)
 LAMBDA1_GRID = (0.0, 0.5, 1.0, 2.0)
-#: lambda2 candidates in units of k * O, the scale of the QP's linear term (Eq. 15)
+#: lambda2 candidates in units of width * O (width = k, or n_components), the scale of the QP's linear term (Eq. 15)
 LAMBDA2_SCALE_GRID = (0.25, 0.5, 1.0, 2.0)
 #: rows used to score a candidate (a seeded sample keeps scoring O(1) in n)
 SCORE_SAMPLE = 5000
@@ -44,15 +44,15 @@ def distortion(H: np.ndarray, k: int, rng: np.random.Generator) -> float:
 def select_fusion(H: np.ndarray, F: np.ndarray, k: int, *, lambda1=None, lambda2=None, tol: float = 1e-4,
                   max_iter: int = 100, random_state: int | None = None) -> tuple[Candidate, list[Candidate]]:
     """Run late fusion for every candidate (orders 1..O, lambda grids; a given lambda is kept fixed, and
-    ``lambda2="auto"`` is the rule k * o of each candidate's order o) and return the one of least distortion, with
-    all candidates."""
-    O = H.shape[1]
+    ``lambda2="auto"`` is the rule width * o of each candidate's order o, width = H's columns) and return the one
+    of least distortion (of k clusters), with all candidates."""
+    O, width = H.shape[1], H.shape[-1]
     orders = range(1, O + 1) if lambda1 is None or lambda2 is None else [O]
     l1_grid = LAMBDA1_GRID if lambda1 is None else (lambda1,)
     rng = np.random.default_rng(random_state)
     candidates = []
     for o, l1, l2s in product(orders, l1_grid, LAMBDA2_SCALE_GRID if lambda2 is None else (None,)):
-        l2 = l2s * k * o if l2s is not None else k * o if lambda2 == "auto" else lambda2
+        l2 = l2s * width * o if l2s is not None else width * o if lambda2 == "auto" else lambda2
         fused = late_fusion(H[:, :o], F, l1, l2, tol=tol, max_iter=max_iter)
         seed_rng = np.random.default_rng(rng.integers(2**31 - 1))
         candidates.append(Candidate(o, l1, l2, distortion(fused.embedding, k, seed_rng), fused))

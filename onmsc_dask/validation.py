@@ -174,14 +174,30 @@ def check_seed(random_state) -> int | None:
     return int(random_state)
 
 
-def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int) -> int:
-    """The number of landmarks used, min(n_landmarks, n), checked to exceed k (the landmark graph has at most m
-    eigenvectors), and, for an anchor graph (``n_nearest`` given), 2 <= n_nearest <= m."""
+def check_n_components(n_components: int | None, n_clusters: int, n_samples: int) -> int:
+    """The embedding width: k when None, else k <= n_components < n eigenvectors per graph (as scikit-learn's
+    SpectralClustering(n_components=...))."""
+    if n_components is None:
+        return n_clusters
+    n_components = check_int("n_components", n_components)
+    if not n_clusters <= n_components < n_samples:
+        raise ValueError(f"n_components={n_components} must satisfy n_clusters={n_clusters} <= n_components < "
+                         f"n_samples={n_samples}")
+    return n_components
+
+
+def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int,
+                    n_components: int | None = None) -> int:
+    """The number of landmarks used, min(n_landmarks, n), checked to exceed the embedding width (k, or
+    n_components when given: the landmark graph has at most m eigenvectors), and, for an anchor graph
+    (``n_nearest`` given), 2 <= n_nearest <= m."""
     m = min(check_int("n_landmarks", n_landmarks), n_samples)
     n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=0)
-    if m <= n_clusters:
-        raise ValueError(f"n_landmarks={n_landmarks} must be larger than n_clusters={n_clusters}: the landmark "
-                         f"graph has at most n_landmarks eigenvectors and the embedding needs {n_clusters}")
+    width = check_n_components(n_components, n_clusters, n_samples)
+    width_name = "n_clusters" if n_components is None else "n_components"
+    if m <= width:
+        raise ValueError(f"n_landmarks={n_landmarks} must be larger than {width_name}={width}: the landmark "
+                         f"graph has at most n_landmarks eigenvectors and the embedding needs {width}")
     if n_nearest is not None and not 2 <= n_nearest <= m:
         raise ValueError(f"n_nearest_landmarks={n_nearest} must satisfy 2 <= n_nearest_landmarks <= n_landmarks={m}"
                          " (with one landmark per sample the anchor graph falls apart into one piece per landmark)")

@@ -106,11 +106,13 @@ def test_fit_predict_equals_fit_labels(small_digits):
 
 
 def test_clone_and_get_params():
-    est = ONMSC(5, n_neighbors=12, order=3, lambda1=0.5, lambda2=7.0, embedding="anchor", metric=["cosine"],
-                n_landmarks=50, n_nearest_landmarks=4, n_init=3, max_iter=20, tol=1e-6, random_state=42)
+    est = ONMSC(5, n_neighbors=12, order=3, lambda1=0.5, lambda2=7.0, embedding="anchor", n_components=8,
+                metric=["cosine"], n_landmarks=50, n_nearest_landmarks=4, n_init=3, max_iter=20, tol=1e-6,
+                random_state=42)
     params = est.get_params()
     assert params == {"n_clusters": 5, "n_neighbors": 12, "order": 3, "lambda1": 0.5, "lambda2": 7.0,
-                      "embedding": "anchor", "metric": ["cosine"], "n_landmarks": 50, "n_nearest_landmarks": 4,
+                      "embedding": "anchor", "n_components": 8, "metric": ["cosine"], "n_landmarks": 50,
+                      "n_nearest_landmarks": 4,
                       "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
                       "eigenvalue_scaling": True, "drop_unrelated_views": True, "random_state": 42}
     twin = clone(est)
@@ -236,6 +238,36 @@ def test_nystrom_too_few_columns_names_the_view(two_views):
     (spectral.nystrom_embedding), an error naming the view instead of an embedding with meaningless columns."""
     with pytest.raises(ValueError, match=r"view [01]: the 4 uniformly sampled columns of G\^\(1\) span only"):
         ONMSC(3, embedding="nystrom", n_landmarks=4, order=1, random_state=0).fit(two_views)
+
+
+@pytest.mark.parametrize("embedding", ["exact", "anchor"])
+def test_n_components_more_eigenvectors_than_clusters(small_digits, embedding):
+    """n_components = 14 > k = 10: every H_p^(o), F and H* have 14 columns, lambda2 = 14 * O, and the labels are
+    still 10 clusters; the "select" grid scales lambda2 with the width too."""
+    views, y = small_digits
+    kw = dict(embedding=embedding, n_landmarks=100) if embedding == "anchor" else dict(embedding=embedding)
+    with dask.config.set(scheduler="sync"):
+        est = ONMSC(10, n_components=14, random_state=0, **kw).fit(views)
+    n = len(y)
+    assert est.view_embeddings_.shape[-2:] == (n, 14) and est.average_embedding_.shape == (n, 14)
+    np.testing.assert_allclose(est.embedding_.T @ est.embedding_, np.eye(14), atol=1e-8)
+    assert est.lambda2_ == 28.0 and set(est.labels_) == set(range(10))
+    assert accuracy(y, est.labels_) > 0.7
+    with dask.config.set(scheduler="sync"):
+        sel = ONMSC(10, n_components=14, order=1, lambda1=1.0, lambda2="select", random_state=0).fit(views)
+    assert sorted({c["lambda2"] for c in sel.selection_}) == [3.5, 7.0, 14.0, 28.0]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_components=2), "n_components=2 must satisfy n_clusters=3 <= n_components < n_samples=50"),
+    (dict(n_components=50), "n_components=50 must satisfy"),
+    (dict(n_components=4.5), r"n_components must be a positive integer, got 4\.5"),
+    (dict(n_components=6, embedding="anchor", n_landmarks=6), "n_landmarks=6 must be larger than n_components=6"),
+    (dict(n_components=4, fusion="early"), "n_components applies to late fusion"),
+])
+def test_bad_n_components_named(two_views, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ONMSC(3, **kwargs).fit(two_views)
 
 
 def test_random_state_must_be_a_seed(two_views):

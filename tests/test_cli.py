@@ -220,8 +220,10 @@ def test_csv_views_with_labels_file(tmp_path, scheduler, capsys):
     np.savetxt(tmp_path / "y.csv", y, delimiter=",", fmt="%d")
     out = tmp_path / "run"
     assert main(["run", "--data", *map(str, paths), "--labels", str(tmp_path / "y.csv"), "--out", str(out),
-                 "--scheduler", scheduler]) == 0
+                 "--scheduler", scheduler, "--n-components", "5"]) == 0
     report = json.loads((out / "report.json").read_text())
+    assert report["parameters"]["n_components"] == 5 and report["resolved"]["lambda2"] == 10.0  # 5 * O
+    assert np.load(out / "labels.npy").max() == 2  # k = 3 clusters from a 5-column embedding
     assert report["dataset"]["view_names"] == ["shape", "colour"] and report["dataset"]["view_dims"] == [4, 6]
     assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
     np.testing.assert_array_equal(MultiViewStore(out / "views.zarr").labels, y)
@@ -245,6 +247,8 @@ def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
     assert main(["run", "--data", str(data), "--embedding", "anchor", "--n-landmarks", "40",
                  "--n-nearest-landmarks", "41", "--out", str(tmp_path / "b")]) == 2
     assert "n_nearest_landmarks=41 must satisfy" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    assert main(["run", "--data", str(data), "--n-components", "2", "--out", str(tmp_path / "c")]) == 2
+    assert "n_components=2 must satisfy n_clusters=3" in capsys.readouterr().err and not (tmp_path / "c").exists()
     (tmp_path / "file").write_text("mine")
     assert main(["run", "--data", str(data), "--out", str(tmp_path / "file")]) == 2
     assert "--out " + str(tmp_path / "file") + " is a file" in capsys.readouterr().err
@@ -265,7 +269,7 @@ def test_anchor_links_and_one_line_messages(tmp_path, capfd):
     assert "onmsc-dask: warning: view 0 ('view0'): its graph has 3 disconnected pieces" in err
     assert "UserWarning" not in err
     report = json.loads((out / "report.json").read_text())
-    assert report["parameters"]["n_nearest_landmarks"] == 4
+    assert report["parameters"]["n_nearest_landmarks"] == 4 and report["parameters"]["n_components"] is None
     Z = MultiViewStore(out / "views.zarr").read_result("anchor_graph", "Z0")
     assert np.all(np.diff(Z.indptr) == 4)  # each sample links to 4 landmarks
     views[1][5, 1] = np.nan

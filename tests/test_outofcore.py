@@ -58,6 +58,23 @@ def test_equals_in_memory_anchor(store, method):
     assert res.metrics == est.metric_
 
 
+def test_n_components_equals_in_memory_and_changes_the_embeddings_stage(store):
+    """More eigenvectors than clusters: the same H_p, F, H* (n x 14) and labels as in memory; the embeddings stage
+    is recomputed (its parameters include the width), the landmarks and anchor graphs are resumed."""
+    views, _ = _views()
+    fit_store(store, 10, **PARAMS)
+    est = ONMSC(10, embedding="anchor", n_components=14, n_landmarks=60, n_init=3, random_state=0).fit(views)
+    res = fit_store(store, 10, n_components=14, **PARAMS)
+    assert res.computed_stages == ["embeddings", "fusion", "labels"]
+    assert res.view_embeddings.shape[-1] == 14 and res.embedding.shape == (600, 14)
+    np.testing.assert_allclose(res.view_embeddings, est.view_embeddings_, atol=1e-8)
+    np.testing.assert_allclose(res.embedding, est.embedding_, atol=1e-8)
+    np.testing.assert_array_equal(res.labels, est.labels_)
+    assert set(res.labels) == set(range(10)) and res.parameters["lambda2"] == 28.0  # n_components * O
+    with pytest.raises(ValueError, match="n_landmarks=60 must be larger than n_components=60"):
+        fit_store(store, 10, n_components=60, **PARAMS)
+
+
 def test_store_given_by_path(store):
     """A str or Path works like the MultiViewStore (it raised AttributeError); the second run resumes the first's
     stages."""
