@@ -109,16 +109,17 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -
     copies), removed afterwards: `store` keeps the main run's stages. Each copy has its own path, so no task key
     (which holds the store path) of one sweep point matches another's."""
     y, entries = store.labels, []
-    points = [m for m in SWEEP if args.n_clusters < m <= store.n_samples]  # the graph needs m > k, and m <= n
+    width = args.n_components or args.n_clusters
+    points = [m for m in SWEEP if width < m <= store.n_samples]  # the graph needs m > k (or n_components), m <= n
     if len(points) < len(SWEEP):
-        print(f"sweep: m in {sorted(set(SWEEP) - set(points))} skipped (need {args.n_clusters} < m <= "
+        print(f"sweep: m in {sorted(set(SWEEP) - set(points))} skipped (need {width} < m <= "
               f"{store.n_samples})", flush=True)
     with tempfile.TemporaryDirectory(prefix="sweep-", dir=store.path.parent) as tmp:
         for m in points:
             copy = store.copy(Path(tmp) / f"m{m}.zarr", stages=False)
             t = time.perf_counter()
-            r = fit_store(copy, args.n_clusters, order=args.order, n_landmarks=m, random_state=args.seed,
-                          client=client)
+            r = fit_store(copy, args.n_clusters, order=args.order, n_landmarks=m, n_components=args.n_components,
+                          random_state=args.seed, client=client)
             entries.append({"n_landmarks": m, "seconds": time.perf_counter() - t, "scores": score(y, r.labels)})
             print(json.dumps(entries[-1]), flush=True)
             shutil.rmtree(copy.path)  # one copy on disk at a time
@@ -189,6 +190,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--n-clusters", type=positive_int, help="k (default: the number of distinct labels)")
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
+    parser.add_argument("--n-components", type=positive_int,
+                        help="eigenvectors per graph, at least k (default: k; docs/solvers.md)")
     parser.add_argument("--seed", type=seed_arg, default=0, help="random_state (default: 0)")
     parser.add_argument("--sweep", action="store_true", help=f"also fit every anchor number m in {SWEEP}")
     args = parser.parse_args(argv)
@@ -208,12 +211,14 @@ def main(argv: list[str] | None = None) -> dict:
     with make_client(args) as client:
         t1 = time.perf_counter()
         result = fit_store(store, args.n_clusters, order=args.order, n_landmarks=args.n_landmarks,
-                           random_state=args.seed, client=client, progress=lambda line: print(line, flush=True))
+                           n_components=args.n_components, random_state=args.seed, client=client,
+                           progress=lambda line: print(line, flush=True))
         seconds = time.perf_counter() - t1
         report = {"data_dir": str(args.data_dir.resolve()), "split": store.metadata["split"], "limit": args.limit,
                   "chunk_rows": args.chunk_rows, "n_samples": store.n_samples, "views": store.view_names,
                   "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,
-                  "n_clusters": args.n_clusters, "n_landmarks": args.n_landmarks, "order": args.order,
+                  "n_clusters": args.n_clusters, "n_components": args.n_components,
+                  "n_landmarks": args.n_landmarks, "order": args.order,
                   "seed": args.seed, "workers": len(client.scheduler_info()["workers"]), "store_seconds": t_store,
                   "fit_seconds": seconds, "stage_seconds": result.timings,
                   "computed_stages": result.computed_stages,  # the others were read back from the store (resumed)

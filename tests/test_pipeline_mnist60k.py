@@ -77,6 +77,18 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
     assert again["computed_stages"] == [] and again["scores"] == report["scores"]
 
 
+def test_n_components_reaches_the_fit_and_the_sweep(mnist60k, scheduler, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(mnist60k, "SWEEP", (5, 6, 40))  # m must exceed n_components = 5
+    out = tmp_path / "out"
+    report = run(mnist60k, mnist_dir(tmp_path / "data"), out, scheduler, "--n-components", "5", "--sweep")
+    assert report["n_components"] == 5 and [s["n_landmarks"] for s in report["sweep"]] == [6, 40]
+    assert "m in [5] skipped (need 5 < m" in capsys.readouterr().out
+    store = MultiViewStore(out / "views.zarr")
+    assert store.read_result("embeddings", "H").shape[-1] == 5
+    assert store.read_result("fusion", "embedding").shape[1] == 5
+    assert report["scores"]["acc"] > 0.9
+
+
 def test_unlabelled_data(mnist60k, scheduler, tmp_path, monkeypatch):
     monkeypatch.setattr(mnist60k, "SWEEP", (10,))
     out = tmp_path / "out"
