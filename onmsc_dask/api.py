@@ -161,8 +161,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
         n_nearest = self.n_nearest_landmarks if solver == "anchor" else None
         width = check_n_components(self.n_components, k, n)
-        n_landmarks = (check_landmarks(self.n_landmarks, n_nearest, k, n, self.n_components) if solver != "exact"
-                       else 0)
+        n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n, width) if solver != "exact" else 0
         seeds = np.random.SeedSequence(random_state).generate_state(len(views) + 2)
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks)

@@ -99,13 +99,13 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
     from .spectral import resolve_solver
     from .validation import check_landmarks, check_n_components, check_n_neighbors
 
-    check_n_components(args.n_components, n_clusters, n_samples)
+    width = check_n_components(args.n_components, n_clusters, n_samples)
     solver = resolve_solver(args.embedding, n_samples)
     if args.n_neighbors is not None and solver != "anchor":
         check_n_neighbors(args.n_neighbors, n_samples)
     if solver != "exact":
         check_landmarks(args.n_landmarks, args.n_nearest_landmarks if solver == "anchor" else None, n_clusters,
-                        n_samples, args.n_components)
+                        n_samples, width)
 
 
 def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
@@ -164,6 +164,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int]:
 
 
 def _replacing(store_path: Path, log: _Log) -> None:
+    """Say so when the run replaces an earlier run's store."""
     if store_path.exists():
         log(f"replacing the previous run's store {store_path}")
 

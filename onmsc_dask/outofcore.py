@@ -230,8 +230,8 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     for name, value in (("n_init", n_init), ("max_iter", max_iter), ("landmark_sample", landmark_sample)):
         check_int(name, value)
     random_state, requested = check_seed(random_state), metric_list(metric, v)
-    m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n, n_components)
     width = check_n_components(n_components, k, n)
+    m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n, width)
     lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1, rules=["auto"])
     lambda2 = (float(width * order) if lambda2 in ("auto", None)  # None: the default before "auto" existed
                else check_lambda("lambda2", lambda2, positive=True, rules=["auto"]))

@@ -187,14 +187,14 @@ def check_n_components(n_components: int | None, n_clusters: int, n_samples: int
 
 
 def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int,
-                    n_components: int | None = None) -> int:
-    """The number of landmarks used, min(n_landmarks, n), checked to exceed the embedding width (k, or
-    n_components when given: the landmark graph has at most m eigenvectors), and, for an anchor graph
-    (``n_nearest`` given), 2 <= n_nearest <= m."""
+                    width: int | None = None) -> int:
+    """The number of landmarks used, min(n_landmarks, n), checked to exceed the embedding width (k, or the
+    checked n_components: the landmark graph has at most m eigenvectors), and, for an anchor graph (``n_nearest``
+    given), 2 <= n_nearest <= m."""
     m = min(check_int("n_landmarks", n_landmarks), n_samples)
     n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=0)
-    width = check_n_components(n_components, n_clusters, n_samples)
-    width_name = "n_clusters" if n_components is None else "n_components"
+    width = n_clusters if width is None else width
+    width_name = "n_clusters" if width == n_clusters else "n_components"
     if m <= width:
         raise ValueError(f"n_landmarks={n_landmarks} must be larger than {width_name}={width}: the landmark "
                          f"graph has at most n_landmarks eigenvectors and the embedding needs {width}")
