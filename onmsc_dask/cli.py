@@ -108,20 +108,25 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
                         n_samples, width)
 
 
-def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
-    """Views, labels, view names and a description of ``--data`` (not a store) or ``--dataset``."""
-    from .io import load, load_csv
-
+def _check_data(args: argparse.Namespace) -> None:
+    """``--data`` is one file, store or directory, or .csv files only; ``--labels`` goes with .csv views."""
     data = args.data or []
     csv = [p for p in data if p.suffix.lower() == ".csv"]
     if args.labels is not None and (not data or len(csv) != len(data)):
         raise ValueError("--labels goes with .csv views; .mat, .npz, store and IDX inputs carry their own labels")
     if len(data) > 1 and len(csv) != len(data):
         raise ValueError("several --data paths must all be .csv files, one view each")
+
+
+def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
+    """Views, labels, view names and a description of ``--data`` (not a store) or ``--dataset``."""
+    from .io import load, load_csv
+
+    data = args.data or []
     if not data:
         name = args.dataset or "digits"
         return *DATASETS[name](), name
-    if csv:
+    if data[0].suffix.lower() == ".csv":  # all of them (_check_data)
         views, y = load_csv(data, args.labels)
         stems = [p.stem for p in data]
         return views, y, stems if len(set(stems)) == len(stems) else None, ", ".join(map(str, data))
@@ -138,6 +143,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int]:
 
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file; it must be a directory (created if missing)")
+    _check_data(args)
     store_path = args.out / "views.zarr"
     if args.data is not None and len(args.data) == 1 and is_store(args.data[0]):
         data = args.data[0]
@@ -223,7 +229,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
-            "resolved": {"n_clusters": n_clusters, "n_neighbors": model.n_neighbors_,
+            "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
+                         "n_neighbors": model.n_neighbors_,
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
                          "lambda1": model.lambda1_, "lambda2": model.lambda2_,
                          "related_views": model.related_views_.tolist(),

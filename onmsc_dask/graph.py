@@ -11,7 +11,7 @@ from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
 from .validation import (check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
-                         user_warning)
+                         user_warning, width_label)
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -147,13 +147,15 @@ def n_components(graph: sp.spmatrix, anchor: bool = False) -> int:
     return len(np.unique(sp.csgraph.connected_components(joint, directed=False)[1][:graph.shape[0]]))
 
 
-def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bool = False) -> None:
-    """A graph in more pieces than k clusters is an error (its top-k eigenvectors would be an arbitrary choice of
-    pieces); in 2..k pieces, a warning (each piece becomes a cluster or part of one)."""
-    c = n_components(graph, anchor)
-    if c > n_clusters:
+def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bool = False,
+                     width: int | None = None) -> None:
+    """A graph in more pieces than its embedding's width (k, or n_components) is an error (its top eigenvectors
+    would be an arbitrary choice of pieces); in 2..width pieces, a warning (each piece becomes a cluster or part of
+    one)."""
+    c, width = n_components(graph, anchor), n_clusters if width is None else width
+    if c > width:
         raise ValueError(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
-                         f"n_clusters={n_clusters}, so its top-{n_clusters} eigenvectors would pick an arbitrary "
+                         f"{width_label(width, n_clusters)}, so its top-{width} eigenvectors would pick an arbitrary "
                          f"subset of them; raise {'n_nearest_landmarks' if anchor else 'n_neighbors'}, or drop the "
                          "view")
     if c > 1:

@@ -295,7 +295,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
 
     Zs = stage("anchor_graph", [f"Z{p}" for p in range(v)], anchor_graph)
     for p in range(v):
-        check_components(Zs[f"Z{p}"], view_label(p, store.view_names), k, anchor=True)
+        check_components(Zs[f"Z{p}"], view_label(p, store.view_names), k, anchor=True, width=width)
 
     def embed(jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Anchor embeddings and eigenvalues of the graphs given by row blocks (one list per graph) with `method`."""

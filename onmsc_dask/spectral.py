@@ -88,9 +88,10 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
     U_r, lam = randomized_eigh((R + R.T) / 2, k, oversampling, rng)
     rank = int(np.sum(lam > m * np.finfo(float).eps * max(np.abs(lam).max(), np.finfo(float).tiny)))
     if rank < k:
-        raise ValueError(f"{label}: the {m} uniformly sampled columns of G^({order}) span only {rank} of the "
-                         f"n_clusters={k} directions the Nystrom embedding needs (their m x m block has {rank} "
-                         "positive eigenvalues); use more landmarks (n_landmarks) or embedding='anchor'")
+        raise ValueError(f"{label}: the {m} uniformly sampled columns of G^({order}) span only {rank} of the {k} "
+                         f"directions the Nystrom embedding needs (one per cluster, or n_components; their m x m "
+                         f"block has {rank} positive eigenvalues); use more landmarks (n_landmarks), fewer "
+                         "n_components or embedding='anchor'")
     H = np.sqrt(m / n) * (E @ U_r / lam)
     H, _ = orthogonalize(H, lam * n / m)
     return _fix_signs(H)

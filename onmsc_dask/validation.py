@@ -186,6 +186,11 @@ def check_n_components(n_components: int | None, n_clusters: int, n_samples: int
     return n_components
 
 
+def width_label(width: int, n_clusters: int) -> str:
+    """How errors name the embedding width: ``n_clusters=k``, or ``n_components=c`` when it is wider than k."""
+    return f"n_clusters={n_clusters}" if width == n_clusters else f"n_components={width}"
+
+
 def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int,
                     width: int | None = None) -> int:
     """The number of landmarks used, min(n_landmarks, n), checked to exceed the embedding width (k, or the
@@ -194,10 +199,9 @@ def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_
     m = min(check_int("n_landmarks", n_landmarks), n_samples)
     n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=0)
     width = n_clusters if width is None else width
-    width_name = "n_clusters" if width == n_clusters else "n_components"
     if m <= width:
-        raise ValueError(f"n_landmarks={n_landmarks} must be larger than {width_name}={width}: the landmark "
-                         f"graph has at most n_landmarks eigenvectors and the embedding needs {width}")
+        raise ValueError(f"n_landmarks={n_landmarks} must be larger than {width_label(width, n_clusters)}: the "
+                         f"landmark graph has at most n_landmarks eigenvectors and the embedding needs {width}")
     if n_nearest is not None and not 2 <= n_nearest <= m:
         raise ValueError(f"n_nearest_landmarks={n_nearest} must satisfy 2 <= n_nearest_landmarks <= n_landmarks={m}"
                          " (with one landmark per sample the anchor graph falls apart into one piece per landmark)")

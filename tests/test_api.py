@@ -258,6 +258,21 @@ def test_n_components_more_eigenvectors_than_clusters(small_digits, embedding):
     assert sorted({c["lambda2"] for c in sel.selection_}) == [3.5, 7.0, 14.0, 28.0]
 
 
+def test_n_components_holds_more_graph_pieces_than_clusters():
+    """A view graph in 4 pieces with k = 3 is an error (its top-3 eigenvectors would be an arbitrary subset of the
+    4 piece indicators), but 4 eigenvectors hold them all: a warning, and 3 clusters."""
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(4), 25)
+    X = rng.normal(size=(100, 2)) + 1000.0 * y[:, None]
+    views = [X, X[:, ::-1] * 2.0]
+    with pytest.raises(ValueError, match="falls apart into 4 disconnected pieces, more than n_clusters=3"):
+        ONMSC(3, n_neighbors=5, random_state=0).fit(views)
+    with pytest.warns(UserWarning, match="its graph has 4 disconnected pieces"):
+        est = ONMSC(3, n_neighbors=5, n_components=4, random_state=0).fit(views)
+    assert len(set(est.labels_)) == 3
+    assert all(len(set(est.labels_[y == c])) == 1 for c in range(4))  # each piece within one cluster
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(n_components=2), "n_components=2 must satisfy n_clusters=3 <= n_components < n_samples=50"),
     (dict(n_components=50), "n_components=50 must satisfy"),

@@ -223,13 +223,16 @@ def test_csv_views_with_labels_file(tmp_path, scheduler, capsys):
                  "--scheduler", scheduler, "--n-components", "5"]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["parameters"]["n_components"] == 5 and report["resolved"]["lambda2"] == 10.0  # 5 * O
+    assert report["resolved"]["n_components"] == 5
     assert np.load(out / "labels.npy").max() == 2  # k = 3 clusters from a 5-column embedding
     assert report["dataset"]["view_names"] == ["shape", "colour"] and report["dataset"]["view_dims"] == [4, 6]
     assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
     np.testing.assert_array_equal(MultiViewStore(out / "views.zarr").labels, y)
     npz = tmp_path / "blobs.npz"
     np.savez(npz, view0=views[0], view1=views[1], y=y)
+    store = MultiViewStore.create(tmp_path / "s.zarr", views, y)
     for args, message in ((["--data", str(npz), "--labels", str(tmp_path / "y.csv")], "--labels goes with .csv"),
+                          (["--data", str(store.path), "--labels", str(tmp_path / "y.csv")], "--labels goes with"),
                           (["--data", str(npz), str(paths[0])], "several --data paths must all be .csv")):
         assert main(["run", *args, "--out", str(tmp_path / "bad")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "bad").exists()

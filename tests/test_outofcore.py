@@ -75,6 +75,18 @@ def test_n_components_equals_in_memory_and_changes_the_embeddings_stage(store):
         fit_store(store, 10, n_components=60, **PARAMS)
 
 
+def test_n_components_holds_more_anchor_graph_pieces_than_clusters(tmp_path):
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(4), 50)
+    X = rng.normal(size=(200, 2)) + 1000.0 * y[:, None]
+    st = MultiViewStore.create(tmp_path / "pieces.zarr", [X, X[:, ::-1] * 2.0], y, chunk_rows=64)
+    with pytest.raises(ValueError, match="falls apart into 4 disconnected pieces, more than n_clusters=3"):
+        fit_store(st, 3, n_landmarks=20, random_state=0)
+    with pytest.warns(UserWarning, match="its graph has 4 disconnected pieces"):
+        res = fit_store(st, 3, n_landmarks=20, n_components=4, random_state=0)
+    assert len(set(res.labels)) == 3 and all(len(set(res.labels[y == c])) == 1 for c in range(4))
+
+
 def test_store_given_by_path(store):
     """A str or Path works like the MultiViewStore (it raised AttributeError); the second run resumes the first's
     stages."""
