@@ -11,7 +11,7 @@ from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
 from .validation import (check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
-                         user_warning, width_label)
+                         user_warning, warn_zero_rows, width_label, zero_rows)
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -253,5 +253,9 @@ def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric
     k = check_n_clusters(n_clusters, n)
     check_distinct_samples(views, k)
     N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
-    return views, k, N, [resolve_metric(X, m, f"view {p}")
-                         for p, (X, m) in enumerate(zip(views, metric_list(metric, len(views))))]
+    metrics = [resolve_metric(X, m, f"view {p}")
+               for p, (X, m) in enumerate(zip(views, metric_list(metric, len(views))))]
+    for p, (X, m) in enumerate(zip(views, metrics)):
+        zr = zero_rows(X)
+        warn_zero_rows(zr.size, zr[:5].tolist(), m, f"view {p}")
+    return views, k, N, metrics

@@ -38,7 +38,7 @@ from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anch
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_not_constant, check_seed, column_range,
-                         metric_list, n_distinct, row_ids, row_keys, view_label)
+                         metric_list, n_distinct, row_ids, row_keys, view_label, warn_zero_rows, zero_rows)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
 
@@ -83,6 +83,8 @@ class _ChunkSummary(NamedTuple):
     rows: int
     col_min: np.ndarray  # validation.column_range
     col_max: np.ndarray
+    n_zero_rows: int  # validation.zero_rows
+    zero_row_examples: list[int]  # the first (at most 5), absolute
 
 
 def _chunk_scan(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> tuple[_ChunkSummary, np.ndarray]:
@@ -92,7 +94,8 @@ def _chunk_scan(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> tu
     X = store.read_rows(p, start, stop)
     check_finite(X, view_label(p, store.view_names), start)
     sample = X[idx - start]
-    return (_ChunkSummary(*value_summary(X), stop - start, *column_range(X)),
+    zr = zero_rows(X)
+    return (_ChunkSummary(*value_summary(X), stop - start, *column_range(X), zr.size, (zr[:5] + start).tolist()),
             sample.toarray() if sp.issparse(sample) else sample)
 
 
@@ -124,14 +127,17 @@ def check_store_distinct(store: MultiViewStore, n_clusters: int, client: Any = N
         check_n_distinct(n_distinct(map(_view_row_ids, views), n_clusters), n_clusters)
 
 
-def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> str:
-    """The view's metric (graph.metric_from_values) from its chunk summaries, after checking it is not constant."""
+def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tuple[str, int, list[int]]:
+    """The view's metric (graph.metric_from_values) from its chunk summaries, after checking it is not constant,
+    with its number of all-zero rows and the first of them."""
     rows = sum(s.rows for s in summaries)
     spread = np.max([s.col_max for s in summaries], axis=0) - np.min([s.col_min for s in summaries], axis=0)
     check_not_constant(spread, rows, label)
-    return metric_from_values(metric, min(s.min_value for s in summaries),
-                              sum(s.zero_fraction * s.rows for s in summaries) / rows,
-                              all(s.integer for s in summaries), label)
+    resolved = metric_from_values(metric, min(s.min_value for s in summaries),
+                                  sum(s.zero_fraction * s.rows for s in summaries) / rows,
+                                  all(s.integer for s in summaries), label)
+    return (resolved, sum(s.n_zero_rows for s in summaries),
+            [i for s in summaries for i in s.zero_row_examples][:5])
 
 
 def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarray, n_nearest: int,
@@ -273,17 +279,20 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
             idx = landmark_rows(n, m, landmark_sample, seeds[p])
             scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(path, p, s, e, idx[(idx >= s) & (idx < e)])
                      for s, e in store.row_chunks(p)]
-            view_metric = dask.delayed(_view_metric, pure=True)([summary for summary, _ in scans], requested[p],
+            view_metric = dask.delayed(_view_metric, pure=True, nout=3)([summary for summary, _ in scans], requested[p],
                                                                 view_label(p, store.view_names))
             view_metrics.append(view_metric)
             lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
-                                                                 landmark_init, view_metric))
+                                                                 landmark_init, view_metric[0]))
         check_store_distinct(store, k, client)
         resolved, lms = _compute(client, view_metrics, lms)
-        return {"metrics": {"metrics": list(resolved)}, **{f"L{p}": lms[p] for p in range(v)}}
+        return {"metrics": {"metrics": [r[0] for r in resolved], "zero_rows": [list(r[1:]) for r in resolved]},
+                **{f"L{p}": lms[p] for p in range(v)}}
 
     lm = stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], landmarks)
     metrics = lm["metrics"]["metrics"]
+    for p, (n_zero, examples) in enumerate(lm["metrics"].get("zero_rows", [(0, [])] * v)):  # also when resumed
+        warn_zero_rows(n_zero, examples, metrics[p], view_label(p, store.view_names))
 
     def anchor_graph() -> dict[str, Any]:
         blocks = []

@@ -120,12 +120,15 @@ def check_views(views, view_names: Sequence[str] | None = None) -> list:
         raise ValueError(f"{len(view_names)} view names for {len(views)} views")
     checked = [check_view(X, p, view_names) for p, X in enumerate(views)]
     check_same_rows([X.shape[0] for X in checked], view_names)
-    for p, X in enumerate(checked):
-        zr = zero_rows(X)
-        if zr.size:
-            user_warning(f"{view_label(p, view_names)}: {zr.size} all-zero rows (e.g. {zr[:5].tolist()}); they are "
-                         "linked by distance only, since they have no direction")
     return checked
+
+
+def warn_zero_rows(n_zero: int, examples: Sequence[int], metric: str, label: str) -> None:
+    """Warn about the all-zero rows of a cosine or counts view: they have no direction (under euclidean they are
+    points at the origin like any other)."""
+    if n_zero and metric != "euclidean":
+        user_warning(f"{label}: {n_zero} all-zero rows (e.g. {list(examples)[:5]}); they have no direction under "
+                     f"the {metric} metric, so they are linked by distance only")
 
 
 def check_n_clusters(n_clusters: int, n_samples: int) -> int:

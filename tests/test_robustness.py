@@ -109,9 +109,29 @@ def test_bad_store_view_names_the_view(tmp_path, views):
 def test_all_zero_rows_warn_and_still_cluster(views, sparse):
     B = views[1].copy()
     B[[2, 9]] = 0
-    with pytest.warns(UserWarning, match=r"view 1: 2 all-zero rows \(e\.g\. \[2, 9\]\)"):
+    with pytest.warns(UserWarning, match=r"view 1: 2 all-zero rows \(e\.g\. \[2, 9\]\); they have no direction "
+                                         r"under the cosine metric"):
         model = _fit([views[0], sp.csr_matrix(B) if sparse else B])
     _valid(model, N, 3)
+
+
+def test_all_zero_rows_of_a_euclidean_view_are_points_like_any_other(views):
+    A = views[0].copy()
+    A[[2, 9]] = 0  # the origin: no warning, the view has negative values so it is euclidean
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*all-zero rows")
+        _valid(_fit([A, views[1]]), N, 3)
+
+
+def test_all_zero_rows_warn_out_of_core_and_when_resumed(tmp_path):
+    digits = load_digits()
+    X, y = digits.data[:300], digits.target[:300]
+    X[[5, 170]] = 0  # rows of the second chunk are numbered in the whole view
+    store = MultiViewStore.create(tmp_path / "z.zarr", [X, -X[:, ::-1]], y, chunk_rows=128)
+    for _ in range(2):
+        with pytest.warns(UserWarning, match=r"view 0 \('view0'\): 2 all-zero rows \(e\.g\. \[5, 170\]\)") as rec:
+            fit_store(store, 10, **OOC)
+        assert not any("view 1" in str(w.message) and "all-zero" in str(w.message) for w in rec)
 
 
 def test_duplicate_samples_finite_and_valid(views):
