@@ -14,6 +14,7 @@ import json
 import logging
 import platform
 import sys
+import threading
 import time
 import warnings
 from contextlib import ExitStack
@@ -26,6 +27,9 @@ import numpy as np
 from .datasets import DATASETS
 
 EXIT_BAD_INPUT = 2
+DEFAULT_WORKERS = 2
+#: seconds to wait for a --scheduler to answer, and then for its first worker
+SCHEDULER_TIMEOUT = 60.0
 _METRIC_NAMES = {"acc": "ACC", "nmi": "NMI", "purity": "purity", "ari": "ARI"}
 _VERSIONED = ("onmsc-dask", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent")
 
@@ -68,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-nearest-landmarks", type=positive_int, default=3,
                      help="landmarks r each sample links to in the anchor graph (default: 3)")
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
-    run.add_argument("--workers", type=positive_int, default=2, help="LocalCluster worker processes (default: 2)")
+    run.add_argument("--workers", type=positive_int,
+                     help=f"LocalCluster worker processes (default: {DEFAULT_WORKERS}; not with --scheduler)")
     return parser
 
 
@@ -237,6 +242,39 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                          "n_neighbors_tried": {str(N): d for N, d in model.n_neighbors_tried_.items()}}}
 
 
+def connect(address: str, timeout: float = SCHEDULER_TIMEOUT) -> Any:
+    """A distributed Client (the default one from now on) of the scheduler at `address`, which has at least one
+    worker; or an OSError within about 2 x `timeout` seconds: a wrong or closed port, an address that is not a
+    scheduler (a worker, a dashboard) or a scheduler without workers would otherwise end in a traceback or wait
+    forever. A probe client, not made the default, runs in a thread first, since on some ports Client() never
+    returns."""
+    from distributed import Client
+
+    outcome: dict[str, Any] = {}
+
+    def probe() -> None:
+        try:
+            with Client(address, timeout=f"{timeout}s", set_as_default=False) as client:
+                outcome["connected"] = True
+                client.wait_for_workers(1, timeout=timeout)
+            outcome["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - any failure means: not a usable scheduler
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(2 * timeout + 5)
+    error = outcome.get("error")
+    if outcome.get("connected") and isinstance(error, TimeoutError):
+        raise OSError(f"the Dask scheduler at {address} has no workers (none joined within {timeout:g} s); "
+                      f"start some with `dask worker {address}`")
+    if "ok" not in outcome:
+        detail = f"{type(error).__name__}: {error}" if error else f"no answer within {timeout:g} s"
+        raise OSError(f"no Dask scheduler at {address} ({detail}); give the address `dask scheduler` prints "
+                      "(tcp://HOST:8786 by default, not a worker's or the dashboard's port)")
+    return Client(address, timeout=f"{timeout}s")
+
+
 def run(args: argparse.Namespace, log: _Log) -> dict:
     """Execute ``onmsc-dask run``; returns the report (also written to ``args.out/report.json``)."""
     import dask
@@ -245,26 +283,31 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     from .metrics import evaluate
 
     timings = {}
-    t = time.perf_counter()
-    store, source, n_clusters = _open_store(args, log)
-    y = store.labels
-    timings["load_and_store"] = time.perf_counter() - t
-    log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
-
-    t = time.perf_counter()
+    workers = args.workers or DEFAULT_WORKERS
     with ExitStack() as stack:
+        t = time.perf_counter()
+        if args.scheduler:  # connected before anything is written
+            if args.workers is not None:
+                log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
+            client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
+            timings["start_cluster"] = time.perf_counter() - t
+        t = time.perf_counter()
+        store, source, n_clusters = _open_store(args, log)
+        y = store.labels
+        timings["load_and_store"] = time.perf_counter() - t
+        log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
+
         # in-memory runs (up to spectral.EXACT_MAX_SAMPLES samples by default) send each view to its worker once,
         # inside the task graph; distributed warns about graphs above 10 MB
         stack.enter_context(dask.config.set({"distributed.admin.large-graph-warning-threshold": "1GiB"}))
-        if args.scheduler:
-            client = stack.enter_context(Client(args.scheduler))
-        else:
+        if not args.scheduler:
+            t = time.perf_counter()
             # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
-            cluster = stack.enter_context(LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                        dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
+            timings["start_cluster"] = time.perf_counter() - t
         n_workers = len(client.scheduler_info()["workers"])
-        timings["start_cluster"] = time.perf_counter() - t
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
         fit = _fit(store, n_clusters, args, client, log)
@@ -295,7 +338,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                        "n_neighbors": args.n_neighbors, "n_landmarks": args.n_landmarks,
                        "n_nearest_landmarks": args.n_nearest_landmarks,
                        "random_state": args.random_state,
-                       "workers": None if args.scheduler else args.workers, "scheduler": args.scheduler},
+                       "workers": None if args.scheduler else workers, "scheduler": args.scheduler},
         "resolved": resolved | {"n_workers": n_workers},
         "metrics": metrics,
         "view_weights": dict(zip(store.view_names, map(float, fit["view_weights"]))),

@@ -61,7 +61,7 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
         if is_store(path):
             store = MultiViewStore(path)
             return [store.read_view(p) for p in range(store.n_views)], store.labels
-        splits = {split for split, kind in _mnist_files(path) if kind == "images"}
+        splits = mnist_splits(path)
         if not splits:
             raise ValueError(
                 f"{path}: directory is neither a .zarr store nor holds MNIST IDX files"
@@ -288,6 +288,11 @@ def load_mnist_dir(
     if labels_path is None:
         return images, None
     return images, as_labels(read_idx(labels_path), len(images), name=str(labels_path))
+
+
+def mnist_splits(directory: PathLike) -> set[str]:
+    """The splits ("train", "t10k") whose images file the MNIST-style `directory` holds."""
+    return {split for split, kind in _mnist_files(Path(directory)) if kind == "images"}
 
 
 def _mnist_files(directory: Path) -> dict[tuple[str, str], Path]:

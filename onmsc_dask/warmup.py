@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 from distributed import WorkerPlugin
 
+from .validation import user_warning
+
 
 def warm_pynndescent() -> float:
     """Compile the NNDescent graph construction graph.nearest_neighbors uses, in this process; returns the seconds
@@ -30,6 +32,12 @@ class NumbaWarmup(WorkerPlugin):
 
 def warm_up(client: Any) -> dict[str, float]:
     """Register :class:`NumbaWarmup` on every current and future worker of `client`; returns the seconds each
-    current worker then needs for a second warm-up (about 0.01 once compiled)."""
-    client.register_plugin(NumbaWarmup())
-    return client.run(warm_pynndescent)
+    current worker then needs for a second warm-up (about 0.01 once compiled). The warm-up only saves time: if a
+    worker is lost meanwhile, it warns and returns {} (workers not warmed compile at their first kNN graph)."""
+    try:
+        client.register_plugin(NumbaWarmup())
+        return client.run(warm_pynndescent)
+    except OSError as exc:  # distributed's CommClosedError, tornado's StreamClosedError: a worker died
+        user_warning(f"the numba warm-up of the workers was interrupted ({type(exc).__name__}: {exc}); "
+                     "workers compile pynndescent at their first kNN graph instead")
+        return {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,8 +31,8 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import positive_int, seed_arg
-from onmsc_dask.io import load_mnist_dir
+from onmsc_dask.cli import connect, positive_int, seed_arg
+from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.store import MultiViewStore
@@ -39,6 +40,7 @@ from onmsc_dask.store import MultiViewStore
 DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
 SWEEP = (10, 50, 100, 500, 1000, 2000, 6000)
 VIEW_NAMES = ("pixels", "hog", "dct")
+WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler
 
 
 def pixels(images: np.ndarray) -> np.ndarray:
@@ -76,7 +78,7 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
     """The three-view store of `data_dir`'s images (train split if present, else t10k), reused when it
     already holds the same images in chunks of `chunk_rows` rows, rebuilt when it holds other images of this
     pipeline; any other existing path is left alone (an error)."""
-    split = "train" if any(data_dir.glob("train-images*")) else "t10k"
+    split = "train" if "train" in mnist_splits(data_dir) else "t10k"
     meta = {"source": str(data_dir.resolve()), "split": split, "limit": limit, "views": list(VIEW_NAMES),
             "chunk_rows": chunk_rows}
     if path.exists():
@@ -90,6 +92,8 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
             raise SystemExit(f"mnist60k: error: {path} exists and is not a store this pipeline wrote; "
                              "refusing to overwrite it (pass another --store or --out-dir)")
     images, y = load_mnist_dir(data_dir, split)
+    if limit is not None and limit > len(images):
+        print(f"--limit {limit}: the {split} split has only {len(images)} images; using all of them", flush=True)
     images, y = images[:limit], None if y is None else y[:limit]
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
     views = [blocks.map_blocks(f, drop_axis=2, chunks=(blocks.chunks[0], (f(images[:1]).shape[1],)),
@@ -131,8 +135,11 @@ def make_client(args: argparse.Namespace):
     from distributed import Client, LocalCluster
 
     if args.scheduler:
-        return Client(args.scheduler)
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, memory_limit=args.memory_limit,
+        if args.workers is not None or args.memory_limit is not None:
+            print("--workers and --memory-limit are not used: the scheduler has its own workers", flush=True)
+        return connect(args.scheduler)
+    cluster = LocalCluster(n_workers=args.workers or WORKERS, threads_per_worker=1,
+                           memory_limit=args.memory_limit or MEMORY_LIMIT,
                            dashboard_address=None)
     return Client(cluster)
 
@@ -185,8 +192,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--limit", type=positive_int, help="use the first N images (default: all)")
     parser.add_argument("--chunk-rows", type=positive_int, default=10000, help="rows per Zarr chunk (default: 10000)")
     parser.add_argument("--scheduler", help="address of a running dask scheduler (default: a LocalCluster)")
-    parser.add_argument("--workers", type=positive_int, default=2, help="LocalCluster workers (default: 2)")
-    parser.add_argument("--memory-limit", default="2GiB", help="LocalCluster memory per worker (default: 2GiB)")
+    parser.add_argument("--workers", type=positive_int, help=f"LocalCluster workers (default: {WORKERS})")
+    parser.add_argument("--memory-limit", help=f"LocalCluster memory per worker (default: {MEMORY_LIMIT})")
     parser.add_argument("--n-clusters", type=positive_int, help="k (default: the number of distinct labels)")
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
@@ -197,8 +204,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
         parser.error(f"{args.data_dir} is not a directory (apt-get install dataset-fashion-mnist, or pass --data-dir)")
-    if not any(args.data_dir.glob("*-images-idx3-ubyte*")):
-        parser.error(f"{args.data_dir} holds no MNIST-format image file (*-images-idx3-ubyte[.gz])")
+    if not mnist_splits(args.data_dir):
+        parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
@@ -239,4 +246,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ValueError, OSError) as exc:  # bad input or an unreachable scheduler: one line, like onmsc-dask
+        sys.exit(f"mnist60k: error: {exc}")

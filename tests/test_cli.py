@@ -125,6 +125,28 @@ def test_knn_runs_compile_pynndescent_once_per_worker(tmp_path, scheduler, monke
         assert set(compiled.values()) == {1}  # compiled once in each worker, by the warm-up, used by the views
 
 
+def test_worker_lost_during_the_warm_up_is_a_warning(tmp_path, scheduler, monkeypatch, capsys):
+    """The warm-up only saves time: a worker dying while it registers (distributed raises CommClosedError) gives a
+    one-line warning and the run goes on (it used to end the run with exit 2)."""
+    from distributed import Client
+    from distributed.comm import CommClosedError
+
+    from onmsc_dask import graph
+
+    def lost(self, plugin, name=None, idempotent=None):
+        raise CommClosedError("in <TCP (closed) ConnectionPool.register_worker_plugin>: Stream is closed")
+
+    monkeypatch.setattr(graph, "BRUTE_FORCE_MAX_SAMPLES", 50)
+    monkeypatch.setattr(Client, "register_plugin", lost)
+    views, y = _blobs()
+    np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
+    assert main(["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "run"),
+                 "--scheduler", scheduler]) == 0
+    err = capsys.readouterr().err
+    assert "onmsc-dask: warning: the numba warm-up of the workers was interrupted (CommClosedError: " in err
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["metrics"]["acc"] > 0.95
+
+
 def _files(root) -> list[tuple]:
     """Every file below `root` with its size and modification time."""
     return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
@@ -291,3 +313,30 @@ def test_help_in_subprocess(command):
         assert result.returncode == 0, result.stderr
         assert "usage: onmsc-dask" in result.stdout
     assert "--scheduler" in result.stdout and "--embedding" in result.stdout
+
+
+
+def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_path, scheduler, capsys, monkeypatch):
+    """A silent port, a worker's address and a scheduler without workers end in exit 2 within the connect timeout
+    (they used to wait forever or end in a traceback), and the output directory is not created."""
+    import socket
+
+    from distributed import Client, default_client
+
+    monkeypatch.setattr("onmsc_dask.cli.SCHEDULER_TIMEOUT", 3.0)
+    with Client(scheduler) as client:
+        worker = next(iter(client.scheduler_info()["workers"]))
+    silent = socket.socket()  # accepts connections (listen backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    with silent, LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        port = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        cases = {port: f"no Dask scheduler at {port} (no answer within 3 s)",
+                 worker: f"no Dask scheduler at {worker} (",
+                 empty.scheduler_address: f"the Dask scheduler at {empty.scheduler_address} has no workers"}
+        for address, message in cases.items():
+            out = tmp_path / "never"
+            assert main(["run", "--dataset", "digits", "--out", str(out), "--scheduler", address]) == 2
+            assert message in capsys.readouterr().err and not out.exists()
+    with pytest.raises(ValueError, match="No clients found"):  # no half-made client left as the default, which
+        default_client()  # in-memory fits later in this process would wait on forever

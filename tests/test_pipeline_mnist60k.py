@@ -135,3 +135,17 @@ def test_bad_directories_and_foreign_stores_are_refused(mnist60k, tmp_path, caps
         mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out-dir", str(tmp_path / "out"),
                        "--store", str(foreign.path), *ARGS])
     assert MultiViewStore(foreign.path).metadata == {"x": 1}
+
+
+def test_dotted_idx_names_and_a_limit_beyond_the_images(mnist60k, scheduler, tmp_path, capsys):
+    """`t10k-images.idx3-ubyte` (the unzipped files' other common name), which onmsc_dask.io reads, was refused by
+    the pipeline's own check; a --limit above the number of images is said, not silently cut."""
+    data = mnist_dir(tmp_path / "data")
+    dotted = tmp_path / "dotted"
+    dotted.mkdir()
+    (data / "train-images-idx3-ubyte.gz").rename(dotted / "t10k-images.idx3-ubyte.gz")
+    (data / "train-labels-idx1-ubyte").rename(dotted / "t10k-labels.idx1-ubyte")
+    report = mnist60k.main(["--data-dir", str(dotted), "--out-dir", str(tmp_path / "out"), "--scheduler", scheduler,
+                            *ARGS[2:], "--limit", str(N + 50)])
+    assert report["split"] == "t10k" and report["n_samples"] == N
+    assert f"--limit {N + 50}: the t10k split has only {N} images; using all of them" in capsys.readouterr().out
