@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import warnings
+from concurrent.futures import CancelledError
 from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -26,7 +27,7 @@ import numpy as np
 
 from .datasets import DATASETS
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT, EXIT_CLUSTER_LOST = 2, 1
 DEFAULT_WORKERS = 2
 #: seconds to wait for a --scheduler to answer, and then for its first worker
 SCHEDULER_TIMEOUT = 60.0
@@ -287,6 +288,10 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     with ExitStack() as stack:
         t = time.perf_counter()
         if args.scheduler:  # connected before anything is written
+            # a lost scheduler ends the run in one line (main); not also in the client's logged reconnect traceback
+            client_log = logging.getLogger("distributed.client")
+            stack.callback(client_log.setLevel, client_log.level)
+            client_log.setLevel(logging.CRITICAL)
             if args.workers is not None:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
@@ -307,7 +312,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                                                        dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
             timings["start_cluster"] = time.perf_counter() - t
-        n_workers = len(client.scheduler_info()["workers"])
+        n_workers = len(client.scheduler_info().get("workers", {}))  # {} once the scheduler is gone
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
         fit = _fit(store, n_clusters, args, client, log)
@@ -354,7 +359,8 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input)."""
+    """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input or no scheduler, 1 the cluster
+    lost the computation)."""
     args = build_parser().parse_args(argv)
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
@@ -363,6 +369,10 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, OSError) as exc:
             print(f"onmsc-dask: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        except CancelledError as exc:  # distributed's FutureCancelledError: the scheduler went away mid-run
+            print(f"onmsc-dask: error: the Dask cluster lost the computation ({' '.join(str(exc).split())}); run the "
+                  "same command again (an anchor run resumes after its last finished stage)", file=sys.stderr)
+            return EXIT_CLUSTER_LOST
     return 0
 
 

@@ -24,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any
 
@@ -248,5 +249,5 @@ def main(argv: list[str] | None = None) -> dict:
 if __name__ == "__main__":
     try:
         main()
-    except (ValueError, OSError) as exc:  # bad input or an unreachable scheduler: one line, like onmsc-dask
+    except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
         sys.exit(f"mnist60k: error: {exc}")

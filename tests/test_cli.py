@@ -147,6 +147,21 @@ def test_worker_lost_during_the_warm_up_is_a_warning(tmp_path, scheduler, monkey
     assert json.loads((tmp_path / "run" / "report.json").read_text())["metrics"]["acc"] > 0.95
 
 
+def test_scheduler_lost_mid_run_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    """distributed cancels the futures when the scheduler goes away (FutureCancelledError): one line and exit 1,
+    not a traceback."""
+    from distributed.client import FutureCancelledError
+
+    def lost(*args, **kwargs):
+        raise FutureCancelledError("fit-key", reason="scheduler-connection-lost")
+
+    monkeypatch.setattr("onmsc_dask.cli._fit", lost)
+    assert main(["run", "--dataset", "digits", "--out", str(tmp_path / "run"), "--workers", "1"]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("onmsc-dask: error: the Dask cluster lost the computation (")
+    assert "scheduler-connection-lost" in err
+
+
 def _files(root) -> list[tuple]:
     """Every file below `root` with its size and modification time."""
     return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
