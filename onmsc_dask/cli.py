@@ -10,15 +10,16 @@ code 2.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import platform
 import sys
-import threading
 import time
 import warnings
-from concurrent.futures import CancelledError
-from contextlib import ExitStack
+from collections.abc import Iterator
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -243,37 +244,64 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                          "n_neighbors_tried": {str(N): d for N, d in model.n_neighbors_tried_.items()}}}
 
 
+async def _identity(address: str) -> dict:
+    """The reply of the Dask server at `address` to the "identity" message every server answers."""
+    from distributed.comm import connect as open_comm
+
+    comm = await open_comm(address)
+    try:
+        await comm.write({"op": "identity"})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
 def connect(address: str, timeout: float = SCHEDULER_TIMEOUT) -> Any:
     """A distributed Client (the default one from now on) of the scheduler at `address`, which has at least one
     worker; or an OSError within about 2 x `timeout` seconds: a wrong or closed port, an address that is not a
     scheduler (a worker, a dashboard) or a scheduler without workers would otherwise end in a traceback or wait
-    forever. A probe client, not made the default, runs in a thread first, since on some ports Client() never
-    returns."""
+    forever (on some ports Client() never returns)."""
     from distributed import Client
 
-    outcome: dict[str, Any] = {}
-
-    def probe() -> None:
-        try:
-            with Client(address, timeout=f"{timeout}s", set_as_default=False) as client:
-                outcome["connected"] = True
-                client.wait_for_workers(1, timeout=timeout)
-            outcome["ok"] = True
-        except Exception as exc:  # noqa: BLE001 - any failure means: not a usable scheduler
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=probe, daemon=True)
-    thread.start()
-    thread.join(2 * timeout + 5)
-    error = outcome.get("error")
-    if outcome.get("connected") and isinstance(error, TimeoutError):
-        raise OSError(f"the Dask scheduler at {address} has no workers (none joined within {timeout:g} s); "
-                      f"start some with `dask worker {address}`")
-    if "ok" not in outcome:
-        detail = f"{type(error).__name__}: {error}" if error else f"no answer within {timeout:g} s"
+    try:  # a short-lived thread with its own event loop, so this works under a running loop (Jupyter) too
+        with ThreadPoolExecutor(1) as pool:
+            server = pool.submit(asyncio.run, asyncio.wait_for(_identity(address), timeout)).result()
+    except Exception as exc:  # noqa: BLE001 - any failure means: no usable scheduler there
+        detail = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else one_line(exc)
         raise OSError(f"no Dask scheduler at {address} ({detail}); give the address `dask scheduler` prints "
-                      "(tcp://HOST:8786 by default, not a worker's or the dashboard's port)")
-    return Client(address, timeout=f"{timeout}s")
+                      "(tcp://HOST:8786 by default, not a worker's or the dashboard's port)") from None
+    kind = server.get("type") if isinstance(server, dict) else None
+    if kind != "Scheduler":
+        raise OSError(f"{address} is a Dask {kind or 'server'}, not a scheduler; give the address `dask scheduler` "
+                      "prints (tcp://HOST:8786 by default)")
+    client = Client(address, timeout=f"{timeout}s")
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        client.close()
+        raise OSError(f"the Dask scheduler at {address} has no workers (none joined within {timeout:g} s); "
+                      f"start some with `dask worker {address}`") from None
+    return client
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (distributed's span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextmanager
+def quiet_client_log() -> Iterator[None]:
+    """distributed.client's logged errors silenced: a lost scheduler then ends a run in the one-line error of the
+    caller, not also in the client's logged reconnect tracebacks."""
+    import distributed  # noqa: F401 - importing it sets its loggers' levels, which would undo ours
+
+    client_log = logging.getLogger("distributed.client")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        client_log.setLevel(level)
 
 
 def run(args: argparse.Namespace, log: _Log) -> dict:
@@ -288,10 +316,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     with ExitStack() as stack:
         t = time.perf_counter()
         if args.scheduler:  # connected before anything is written
-            # a lost scheduler ends the run in one line (main); not also in the client's logged reconnect traceback
-            client_log = logging.getLogger("distributed.client")
-            stack.callback(client_log.setLevel, client_log.level)
-            client_log.setLevel(logging.CRITICAL)
+            stack.enter_context(quiet_client_log())
             if args.workers is not None:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
@@ -370,8 +395,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onmsc-dask: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except CancelledError as exc:  # distributed's FutureCancelledError: the scheduler went away mid-run
-            print(f"onmsc-dask: error: the Dask cluster lost the computation ({' '.join(str(exc).split())}); run the "
-                  "same command again (an anchor run resumes after its last finished stage)", file=sys.stderr)
+            store = args.out / "views.zarr"
+            again = (f"rerun with --data {store} to resume an anchor run after its last finished stage"
+                     if store.exists() else "run the same command again")
+            print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); {again}",
+                  file=sys.stderr)
             return EXIT_CLUSTER_LOST
     return 0
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 from distributed import WorkerPlugin
+from distributed.comm import CommClosedError
 
 from .validation import user_warning
 
@@ -37,7 +38,7 @@ def warm_up(client: Any) -> dict[str, float]:
     try:
         client.register_plugin(NumbaWarmup())
         return client.run(warm_pynndescent)
-    except OSError as exc:  # distributed's CommClosedError, tornado's StreamClosedError: a worker died
+    except CommClosedError as exc:  # a worker died meanwhile
         user_warning(f"the numba warm-up of the workers was interrupted ({type(exc).__name__}: {exc}); "
                      "workers compile pynndescent at their first kNN graph instead")
         return {}

@@ -32,7 +32,7 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import connect, positive_int, seed_arg
+from onmsc_dask.cli import connect, one_line, positive_int, quiet_client_log, seed_arg
 from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.outofcore import fit_store
@@ -93,8 +93,6 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
             raise SystemExit(f"mnist60k: error: {path} exists and is not a store this pipeline wrote; "
                              "refusing to overwrite it (pass another --store or --out-dir)")
     images, y = load_mnist_dir(data_dir, split)
-    if limit is not None and limit > len(images):
-        print(f"--limit {limit}: the {split} split has only {len(images)} images; using all of them", flush=True)
     images, y = images[:limit], None if y is None else y[:limit]
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
     views = [blocks.map_blocks(f, drop_axis=2, chunks=(blocks.chunks[0], (f(images[:1]).shape[1],)),
@@ -212,6 +210,9 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     store = build_store(args.data_dir, args.store or args.out_dir / "views.zarr", args.limit, args.chunk_rows)
     t_store = time.perf_counter() - t0
+    if args.limit is not None and args.limit > store.n_samples:
+        print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "
+              "using all of them", flush=True)
     if args.n_clusters is None:
         if store.labels is None:
             parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
@@ -227,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict:
                   "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,
                   "n_clusters": args.n_clusters, "n_components": args.n_components,
                   "n_landmarks": args.n_landmarks, "order": args.order,
-                  "seed": args.seed, "workers": len(client.scheduler_info()["workers"]), "store_seconds": t_store,
+                  "seed": args.seed, "workers": len(client.scheduler_info().get("workers", {})),
+                  "store_seconds": t_store,
                   "fit_seconds": seconds, "stage_seconds": result.timings,
                   "computed_stages": result.computed_stages,  # the others were read back from the store (resumed)
                   "n_iter": len(result.objective), "converged": result.converged,
@@ -248,6 +250,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     try:
-        main()
+        with quiet_client_log():  # a lost scheduler: only the one line below
+            main()
     except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
-        sys.exit(f"mnist60k: error: {exc}")
+        resume = "; the same command resumes after the last finished stage" if isinstance(exc, CancelledError) else ""
+        sys.exit(f"mnist60k: error: {one_line(exc)}{resume}")

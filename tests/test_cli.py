@@ -147,19 +147,27 @@ def test_worker_lost_during_the_warm_up_is_a_warning(tmp_path, scheduler, monkey
     assert json.loads((tmp_path / "run" / "report.json").read_text())["metrics"]["acc"] > 0.95
 
 
-def test_scheduler_lost_mid_run_is_a_one_line_error(tmp_path, monkeypatch, capsys):
-    """distributed cancels the futures when the scheduler goes away (FutureCancelledError): one line and exit 1,
-    not a traceback."""
+def test_scheduler_lost_mid_run_is_a_one_line_error(tmp_path, scheduler, monkeypatch, capsys):
+    """distributed cancels the futures when the scheduler goes away (FutureCancelledError, whose message spans two
+    lines), and its client logs reconnect tracebacks meanwhile: one line and exit 1 instead, naming the store to
+    resume from."""
+    import logging
+
     from distributed.client import FutureCancelledError
 
     def lost(*args, **kwargs):
-        raise FutureCancelledError("fit-key", reason="scheduler-connection-lost")
+        assert logging.getLogger("distributed.client").level == logging.CRITICAL  # its tracebacks are not shown
+        raise FutureCancelledError("fit-key", reason="scheduler-connection-lost.\nClient lost the connection")
 
     monkeypatch.setattr("onmsc_dask.cli._fit", lost)
-    assert main(["run", "--dataset", "digits", "--out", str(tmp_path / "run"), "--workers", "1"]) == 1
+    level = logging.getLogger("distributed.client").level
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", "digits", "--out", str(out), "--scheduler", scheduler]) == 1
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("onmsc-dask: error: the Dask cluster lost the computation (")
-    assert "scheduler-connection-lost" in err
+    assert err.endswith(f"scheduler-connection-lost. Client lost the connection.); rerun with --data "
+                        f"{out / 'views.zarr'} to resume an anchor run after its last finished stage")
+    assert logging.getLogger("distributed.client").level == level  # restored
 
 
 def _files(root) -> list[tuple]:
@@ -347,7 +355,7 @@ def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_p
     with silent, LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
         port = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
         cases = {port: f"no Dask scheduler at {port} (no answer within 3 s)",
-                 worker: f"no Dask scheduler at {worker} (",
+                 worker: f"{worker} is a Dask Worker, not a scheduler",
                  empty.scheduler_address: f"the Dask scheduler at {empty.scheduler_address} has no workers"}
         for address, message in cases.items():
             out = tmp_path / "never"

@@ -128,10 +128,11 @@ def test_all_zero_rows_warn_out_of_core_and_when_resumed(tmp_path):
     X, y = digits.data[:300], digits.target[:300]
     X[[5, 170]] = 0  # rows of the second chunk are numbered in the whole view
     store = MultiViewStore.create(tmp_path / "z.zarr", [X, -X[:, ::-1]], y, chunk_rows=128)
-    for _ in range(2):
+    for resumed in (False, True):
         with pytest.warns(UserWarning, match=r"view 0 \('view0'\): 2 all-zero rows \(e\.g\. \[5, 170\]\)") as rec:
-            fit_store(store, 10, **OOC)
+            result = fit_store(store, 10, **OOC)
         assert not any("view 1" in str(w.message) and "all-zero" in str(w.message) for w in rec)
+        assert (result.computed_stages == []) == resumed
 
 
 def test_duplicate_samples_finite_and_valid(views):
