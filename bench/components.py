@@ -64,12 +64,17 @@ def measure(views: list, y: np.ndarray, solver: str) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None, doc: str, out_name: str) -> tuple[argparse.Namespace, set[str] | None]:
+    """--sets (a subset of RUNS' sets; None: all) and --out (default bench/results/`out_name`)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--sets", help="comma-separated subset of " + ", ".join(dict.fromkeys(n for n, _ in RUNS)))
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "components.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / out_name)
     args = ap.parse_args(argv)
-    wanted = None if args.sets is None else set(args.sets.split(","))
+    return args, None if args.sets is None else set(args.sets.split(","))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args, wanted = parse_args(argv, __doc__, "components.json")
     results = []
     print("| set | solver | n_components | ACC per seed | mean | fit s |\n| --- | --- | ---: | --- | ---: | ---: |")
     for name, solver in RUNS:
