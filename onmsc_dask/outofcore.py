@@ -279,8 +279,8 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
             idx = landmark_rows(n, m, landmark_sample, seeds[p])
             scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(path, p, s, e, idx[(idx >= s) & (idx < e)])
                      for s, e in store.row_chunks(p)]
-            view_metric = dask.delayed(_view_metric, pure=True, nout=3)([summary for summary, _ in scans], requested[p],
-                                                                view_label(p, store.view_names))
+            view_metric = dask.delayed(_view_metric, pure=True, nout=3)(  # (metric, zero rows, their first rows)
+                [summary for summary, _ in scans], requested[p], view_label(p, store.view_names))
             view_metrics.append(view_metric)
             lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
                                                                  landmark_init, view_metric[0]))
