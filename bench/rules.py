@@ -49,12 +49,11 @@ def normalized_cut(graph: sp.csr_matrix, labels: np.ndarray, k: int, anchor: boo
     return float(np.mean(1 - within / np.maximum(volume, 1e-300)))
 
 
-def view_graphs(views: list, k: int, solver: str, seed: int) -> tuple[list, list, int]:
-    """The default graph of every view (kNN affinity, or anchor matrix Z), the resolved views and N."""
+def view_graphs(views: list, k: int, solver: str, seed: int) -> list:
+    """The default graph of every view: the kNN affinity, or the anchor matrix Z."""
     views, k, n_neighbors, metrics = resolve_graph_inputs(views, k, None, "auto")
-    graphs = [build_graph(X, solver, n_neighbors=n_neighbors, metric=m, n_landmarks=1000, n_nearest_landmarks=3,
-                          random_state=seed) for X, m in zip(views, metrics)]
-    return graphs, metrics, n_neighbors
+    return [build_graph(X, solver, n_neighbors=n_neighbors, metric=m, n_landmarks=1000, n_nearest_landmarks=3,
+                        random_state=seed) for X, m in zip(views, metrics)]
 
 
 def consensus(labelings: list[np.ndarray], k: int, seed: int) -> np.ndarray:
@@ -70,7 +69,7 @@ def n_components_rules(views: list, y: np.ndarray, solver: str) -> list[dict]:
     grid = sorted({k, round(1.25 * k), round(1.5 * k), 2 * k})
     rows = []
     for seed in SEEDS:
-        graphs = view_graphs(views, k, solver, seed)[0]
+        graphs = view_graphs(views, k, solver, seed)
         labels = {c: ONMSC(k, embedding=solver, n_components=c, random_state=seed).fit(views).labels_
                   for c in range(k, 2 * k + 1)}
         acc = {c: evaluate(y, lab)["acc"] for c, lab in labels.items()}

@@ -338,7 +338,6 @@ def test_help_in_subprocess(command):
     assert "--scheduler" in result.stdout and "--embedding" in result.stdout
 
 
-
 def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_path, scheduler, capsys, monkeypatch):
     """A silent port, a worker's address and a scheduler without workers end in exit 2 within the connect timeout
     (they used to wait forever or end in a traceback), and the output directory is not created."""
