@@ -27,16 +27,17 @@ def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: in
                                label=label)
 
 
-def _as_views(views):
+def _as_views(views, view_names: Sequence[str] | None) -> tuple[list, list[str] | None]:
     """The views as a list, read once (a MultiViewStore or its path is read, dask arrays are computed, an iterator
-    is consumed), so the refits of the default N reuse them."""
+    is consumed), so the refits of the default N reuse them; and their names (``view_names``, else a store's)."""
     from .store import MultiViewStore
 
     if isinstance(views, (str, os.PathLike)):
         views = MultiViewStore(views)
+    names = None if view_names is None else [str(name) for name in view_names]
     if isinstance(views, MultiViewStore):
-        return [views.read_view(p) for p in range(views.n_views)]
-    return [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)]
+        return [views.read_view(p) for p in range(views.n_views)], names or views.view_names
+    return [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)], names
 
 
 class ONMSC(ClusterMixin, BaseEstimator):
@@ -99,9 +100,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.drop_unrelated_views = drop_unrelated_views
         self.random_state = random_state
 
-    def fit(self, views, y=None):
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None):
         """Cluster the samples described by ``views``: a list of n x d_p arrays (numpy, scipy.sparse or
-        dask), a ``MultiViewStore`` or the path of one."""
+        dask), a ``MultiViewStore`` or the path of one. Errors and warnings name the views by ``view_names``
+        (default: a store's names, else their positions)."""
         t0 = time.perf_counter()
         if self.fusion not in ("late", "early"):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
@@ -116,16 +118,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 raise ValueError("n_components applies to late fusion; early fusion learns a rank-k affinity")
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, name)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
-        views = _as_views(views)
+        views, names = _as_views(views, view_names)
         if self.fusion == "early":
-            self._fit_early(views, t0)
+            self._fit_early(views, names, t0)
             return self
-        self._fit_late(views, random_state, t0)
+        self._fit_late(views, names, random_state, t0)
         if self.n_neighbors is None and self.embedding_solver_ != "anchor":
-            self._refit_for_small_clusters(views, random_state)
+            self._refit_for_small_clusters(views, names, random_state)
         return self
 
-    def _refit_for_small_clusters(self, views, random_state: int | None) -> None:
+    def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None) -> None:
         """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one
         (graph.smallest_cluster_neighbors) and keep the fit whose H* has the lower k-means distortion
         (selection.distortion, as in the "select" search); docs/defaults.md. ``n_neighbors_tried_`` maps each N
@@ -140,7 +142,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         try:
             with warnings.catch_warnings():  # the first fit has already warned about these views
                 warnings.simplefilter("ignore")
-                other = clone(self).set_params(n_neighbors=N1).fit(views)
+                other = clone(self).set_params(n_neighbors=N1).fit(views, view_names=names)
         except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
             other = None
         if other is not None:
@@ -151,11 +153,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.timings_ = {**self.timings_, "first_fit_total": sum(first_timings.values()),
                          "small_cluster_refit": time.perf_counter() - t0}
 
-    def _fit_late(self, views, random_state: int | None, t0: float) -> None:
+    def _fit_late(self, views, names: list[str] | None, random_state: int | None, t0: float) -> None:
         """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters."""
         self.n_neighbors_tried_ = {}
         views, k, n_neighbors, self.metric_ = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors,
-                                                                   self.metric)
+                                                                   self.metric, names)
         n = views[0].shape[0]
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
@@ -166,15 +168,15 @@ class ONMSC(ClusterMixin, BaseEstimator):
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
-                                                      int(s), view_label(p))
+                                                      int(s), view_label(p, names))
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
         for p, (graph, *_) in enumerate(results):
-            check_components(graph, view_label(p), k, anchor=solver == "anchor", width=width)
+            check_components(graph, view_label(p, names), k, anchor=solver == "anchor", width=width)
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
         self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
-        warn_unrelated(self.related_views_, shares, n, width)
+        warn_unrelated(self.related_views_, shares, n, width, names)
         used = np.flatnonzero(self.related_views_)
         F = average_graph_embedding([results[p][0] for p in used], solver, width,
                                     n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
@@ -210,7 +212,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return float(auto) if value == "auto" else None
         return check_lambda(name, value, positive=name == "lambda2")
 
-    def _fit_early(self, views, t0: float) -> None:
+    def _fit_early(self, views, names: list[str] | None, t0: float) -> None:
         """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself). The default N is the
         one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
         worse N on MSRC-v5); that late fit's first-order embeddings of the same graphs serve the related-views
@@ -220,13 +222,14 @@ class ONMSC(ClusterMixin, BaseEstimator):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto",
-                                              lambda2="auto").fit(views)
+                                              lambda2="auto").fit(views, view_names=names)
             n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
                                                                 late.view_embeddings_)
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
                               n_neighbors=n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
                               max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
-                              view_embeddings=embeddings, random_state=check_seed(self.random_state))
+                              view_embeddings=embeddings, view_names=names,
+                              random_state=check_seed(self.random_state))
         r = ef.result
         self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
         self.related_views_ = ef.related

@@ -232,7 +232,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                   n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
                   random_state=args.random_state)
-    model.fit([store.read_view(p) for p in range(store.n_views)])
+    model.fit(store)  # read whole; messages name the store's views
     return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run(args, _Log())
         except (ValueError, OSError) as exc:
-            print(f"onmsc-dask: error: {exc}", file=sys.stderr)
+            print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except CancelledError as exc:  # distributed's FutureCancelledError: the scheduler went away mid-run
             store = args.out / "views.zarr"

@@ -22,7 +22,7 @@ from .assign import assign_labels
 from .fusion import full_weights, related_views, simplex_qp, warn_unrelated
 from .graph import NormalizedHighOrderAffinity, check_components, resolve_graph_inputs, view_affinity
 from .spectral import exact_embedding, top_eigenvectors
-from .validation import check_int, check_lambda
+from .validation import check_int, check_lambda, view_label
 
 #: floats in each of the two v x n x b arrays of a column block of the exact traces, about 32 MB
 TRACE_BLOCK_FLOATS = 2**22
@@ -148,12 +148,13 @@ def early_fusion(affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: f
 
 
 def view_graphs(views, n_clusters: int, n_neighbors: int | None = None, metric: str | Sequence[str] = "auto",
-                random_state: int | None = None) -> tuple[list[sp.csr_matrix], list[str], int]:
+                random_state: int | None = None,
+                view_names: Sequence[str] | None = None) -> tuple[list[sp.csr_matrix], list[str], int]:
     """Validated views -> kNN affinities A_p (Eq. 1) with the ONMSC defaults; returns graphs, metrics, N."""
-    views, k, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric)
+    views, k, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric, view_names)
     graphs = [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)]
     for p, A in enumerate(graphs):
-        check_components(A, f"view {p}", k)
+        check_components(A, view_label(p, view_names), k)
     return graphs, metrics, N
 
 
@@ -172,22 +173,23 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
                      n_neighbors: int | None = None, metric: str | Sequence[str] = "auto", joint: bool = True,
                      n_init: int = 10, tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
                      drop_unrelated_views: bool = True, view_embeddings: np.ndarray | None = None,
-                     random_state: int | None = None) -> EarlyFusionFit:
+                     view_names: Sequence[str] | None = None, random_state: int | None = None) -> EarlyFusionFit:
     """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
     learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
     ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views), judged
     on ``view_embeddings``, the first-order embeddings H_p^(1) of these graphs, shape (v, >= 1, n, k) (a late fit's
-    ``view_embeddings_`` at the same N), or, when None, on embeddings computed here once per view."""
+    ``view_embeddings_`` at the same N), or, when None, on embeddings computed here once per view. Messages name
+    the views by ``view_names`` when given."""
     check_int("order", order)
     check_alpha(alpha)
-    graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state)
+    graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state, view_names)
     seed = 0 if random_state is None else random_state
     related = np.ones(len(graphs), bool)
     if drop_unrelated_views and len(graphs) > 1:
         H = (np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]) if view_embeddings is None
              else view_embeddings)
         related, shares = related_views(H)
-        warn_unrelated(related, shares, graphs[0].shape[0], n_clusters)
+        warn_unrelated(related, shares, graphs[0].shape[0], n_clusters, view_names)
     used = np.flatnonzero(related)
     res = early_fusion([graphs[p] for p in used], n_clusters, order, alpha, joint=joint, tol=tol,
                        max_iter=max_iter, random_state=seed)

@@ -4,6 +4,7 @@ Equation numbers refer to the numbered equations of the ONMSC paper in source or
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -11,7 +12,7 @@ from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
 from .validation import (check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
-                         user_warning, warn_zero_rows, width_label, zero_rows)
+                         user_warning, view_label, warn_zero_rows, width_label, zero_rows)
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -246,16 +247,18 @@ def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: i
     return view_affinity(X, n_neighbors, metric, random_state)
 
 
-def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric):
-    """Validated views, k, N (``default_n_neighbors`` when None) and one resolved metric per view."""
-    views = check_views(views)
+def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric,
+                         view_names: Sequence[str] | None = None):
+    """Validated views, k, N (``default_n_neighbors`` when None) and one resolved metric per view; messages name
+    the views by ``view_names`` when given."""
+    views = check_views(views, view_names)
     n = views[0].shape[0]
     k = check_n_clusters(n_clusters, n)
     check_distinct_samples(views, k)
     N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
-    metrics = [resolve_metric(X, m, f"view {p}")
+    metrics = [resolve_metric(X, m, view_label(p, view_names))
                for p, (X, m) in enumerate(zip(views, metric_list(metric, len(views))))]
     for p, (X, m) in enumerate(zip(views, metrics)):
         zr = zero_rows(X)
-        warn_zero_rows(zr.size, zr[:5].tolist(), m, f"view {p}")
+        warn_zero_rows(zr.size, zr[:5].tolist(), m, view_label(p, view_names))
     return views, k, N, metrics

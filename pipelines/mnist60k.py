@@ -207,17 +207,17 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
-    t0 = time.perf_counter()
-    store = build_store(args.data_dir, args.store or args.out_dir / "views.zarr", args.limit, args.chunk_rows)
-    t_store = time.perf_counter() - t0
-    if args.limit is not None and args.limit > store.n_samples:
-        print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "
-              "using all of them", flush=True)
-    if args.n_clusters is None:
-        if store.labels is None:
-            parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
-        args.n_clusters = len(np.unique(store.labels))
-    with make_client(args) as client:
+    with make_client(args) as client:  # first: a wrong --scheduler fails before anything is read or written
+        t0 = time.perf_counter()
+        store = build_store(args.data_dir, args.store or args.out_dir / "views.zarr", args.limit, args.chunk_rows)
+        t_store = time.perf_counter() - t0
+        if args.limit is not None and args.limit > store.n_samples:
+            print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "
+                  "using all of them", flush=True)
+        if args.n_clusters is None:
+            if store.labels is None:
+                parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
+            args.n_clusters = len(np.unique(store.labels))
         t1 = time.perf_counter()
         result = fit_store(store, args.n_clusters, order=args.order, n_landmarks=args.n_landmarks,
                            n_components=args.n_components, random_state=args.seed, client=client,

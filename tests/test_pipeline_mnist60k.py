@@ -149,3 +149,15 @@ def test_dotted_idx_names_and_a_limit_beyond_the_images(mnist60k, scheduler, tmp
                             *ARGS[2:], "--limit", str(N + 50)])
     assert report["split"] == "t10k" and report["n_samples"] == N
     assert f"--limit {N + 50}: the t10k split has only {N} images; using all of them" in capsys.readouterr().out
+
+
+def test_a_wrong_scheduler_fails_before_the_store_is_written(mnist60k, scheduler, tmp_path):
+    """--scheduler is checked first: a worker's address used to be found only after the views were built."""
+    from distributed import Client
+
+    with Client(scheduler) as client:
+        worker = next(iter(client.scheduler_info()["workers"]))
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="is a Dask Worker, not a scheduler"):
+        run(mnist60k, mnist_dir(tmp_path / "data"), out, worker)
+    assert not (out / "views.zarr").exists()

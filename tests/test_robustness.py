@@ -115,6 +115,23 @@ def test_all_zero_rows_warn_and_still_cluster(views, sparse):
     _valid(model, N, 3)
 
 
+@pytest.mark.parametrize("fusion", ["late", "early"])
+def test_in_memory_messages_use_the_view_names(tmp_path, views, fusion):
+    """Names given to fit, or a store's (also when a store is fitted in memory), label warnings and errors."""
+    B = views[1].copy()
+    B[[2, 9]] = 0
+    model = ONMSC(3, fusion=fusion, random_state=0, n_init=2)
+    with pytest.warns(UserWarning, match=r"view 1 \('text'\): 2 all-zero rows"):
+        model.fit([views[0], B], view_names=["img", "text"])
+    store = MultiViewStore.create(tmp_path / "s.zarr", [views[0], B], view_names=["img", "words"])
+    with pytest.warns(UserWarning, match=r"view 1 \('words'\): 2 all-zero rows"):
+        model.fit(store.path)
+    with pytest.raises(ValueError, match=r"view 1 \('text'\): contains NaN"):
+        model.fit(_with(views, 1, _set(np.nan, 3, 1)), view_names=["img", "text"])
+    with pytest.raises(ValueError, match="3 view names for 2 views"):
+        model.fit(views, view_names=["a", "b", "c"])
+
+
 def test_all_zero_rows_of_a_euclidean_view_are_points_like_any_other(views):
     A = views[0].copy()
     A[[2, 9]] = 0  # the origin: no warning, the view has negative values so it is euclidean
