@@ -209,7 +209,7 @@ def run_dataset(path: Path, full: bool, out_dir: Path) -> dict:
     return res
 
 
-def _f(x, pct=False) -> str:
+def _f(x) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
