@@ -16,7 +16,8 @@ from .early_fusion import check_alpha, fit_early_fusion
 from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
-from .validation import check_int, check_lambda, check_landmarks, check_n_components, check_seed, view_label, view_list
+from .validation import (check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
+                         view_label, view_list)
 from .spectral import average_graph_embedding, embed_graph, resolve_solver
 
 
@@ -60,7 +61,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         measured in docs/solvers.md ("More eigenvectors than clusters").
     metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
         or a list with one entry per view.
-    n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too).
+    n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
+        min(1000, n / 10) (validation.default_n_landmarks).
     n_init : k-means restarts on H*.
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
         few thousand; docs/early_fusion.md). Its ``embedding_`` is P Lambda, the matrix the labels are k-means of.
@@ -76,7 +78,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None, order: int = 2,
                  lambda1: float | str = "auto", lambda2: float | str = "auto", embedding: str = "auto",
-                 n_components: int | None = None, metric: str | Sequence[str] = "auto", n_landmarks: int = 1000,
+                 n_components: int | None = None, metric: str | Sequence[str] = "auto", n_landmarks: int | None = None,
                  n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
@@ -109,13 +111,18 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
         for name in ("order", "n_init", "max_iter"):
             check_int(name, getattr(self, name))
-        random_state = check_seed(self.random_state)
+        random_state, _ = check_seed(self.random_state), check_tol(self.tol)
         for name in ("lambda1", "lambda2"):  # checked before any work
             self._fixed_lambda(name, getattr(self, name), 1.0)
         if self.fusion == "early":
             check_alpha(self.alpha)
             if self.n_components is not None:
                 raise ValueError("n_components applies to late fusion; early fusion learns a rank-k affinity")
+            if self.embedding not in ("auto", "exact"):
+                raise ValueError(f"embedding={self.embedding!r} applies to late fusion; early fusion runs on the exact "
+                                 "kNN graphs")
+            if (self.lambda1, self.lambda2) != ("auto", "auto"):
+                raise ValueError("lambda1 and lambda2 apply to late fusion; early fusion's weight is alpha")
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, name)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         views, names = _as_views(views, view_names)
@@ -164,6 +171,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         n_nearest = self.n_nearest_landmarks if solver == "anchor" else None
         width = check_n_components(self.n_components, k, n)
         n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n, width) if solver != "exact" else 0
+        self.n_landmarks_ = n_landmarks or None
         seeds = np.random.SeedSequence(random_state).generate_state(len(views) + 2)
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks)

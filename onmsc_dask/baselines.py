@@ -21,6 +21,7 @@ from .fusion import simplex_qp
 from .graph import NormalizedHighOrderAffinity
 from .metrics import evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
+from .validation import check_seed
 
 
 class _GraphClustering(ClusterMixin, BaseEstimator):
@@ -32,13 +33,16 @@ class _GraphClustering(ClusterMixin, BaseEstimator):
         self.n_init = n_init
         self.random_state = random_state
 
+    def _seed(self) -> int | None:
+        return check_seed(self.random_state)
+
     def _graphs(self, views):
         graphs, self.metric_, self.n_neighbors_ = view_graphs(views, self.n_clusters, self.n_neighbors,
-                                                              self.metric, self.random_state)
+                                                              self.metric, self._seed())
         return graphs
 
     def _labels(self, H: np.ndarray) -> np.ndarray:
-        return assign_labels(H, self.n_clusters, n_init=self.n_init, random_state=self.random_state)[0]
+        return assign_labels(H, self.n_clusters, n_init=self.n_init, random_state=self._seed())[0]
 
     def fit_predict(self, views, y=None) -> np.ndarray:
         return self.fit(views).labels_
@@ -50,7 +54,7 @@ class SingleBestView(_GraphClustering):
     scores so a benchmark can also report the label-oracle best view."""
 
     def fit(self, views, y=None):
-        k, seed = self.n_clusters, 0 if self.random_state is None else self.random_state
+        k, seed = self.n_clusters, self._seed() or 0
         eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed) for A in self._graphs(views)]
         self.eigengaps_ = np.array([vals[k - 1] - vals[k] for vals, _ in eig])
         self.per_view_labels_ = [self._labels(vecs[:, :k]) for _, vecs in eig]
@@ -68,7 +72,7 @@ class AverageGraphSC(_GraphClustering):
 
     def fit(self, views, y=None):
         self.embedding_ = average_graph_embedding(self._graphs(views), "exact", self.n_clusters,
-                                                  random_state=0 if self.random_state is None else self.random_state)
+                                                  random_state=self._seed() or 0)
         self.labels_ = self._labels(self.embedding_)
         return self
 
@@ -91,8 +95,7 @@ class LinearCombination(_GraphClustering):
     def fit(self, views, y=None):
         k, O = self.n_clusters, self.order
         self.alpha_ = float(k * O) if self.alpha == "auto" else float(self.alpha)
-        problem = EarlyFusionProblem(self._graphs(views), k, O, self.alpha_,
-                                     0 if self.random_state is None else self.random_state)
+        problem = EarlyFusionProblem(self._graphs(views), k, O, self.alpha_, self._seed() or 0)
         mu = np.full(len(problem.ops), 1.0 / len(problem.ops))
         H = top_eigenvectors(problem.combined(mu), k, problem.random_state)[1]
         c = O * k - problem.compressions(H).sum(axis=1)  # c_p = sum_o tr(H^T L_p^(o) H)

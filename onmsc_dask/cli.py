@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .datasets import DATASETS
+from .validation import SEED_MAX
 
 EXIT_BAD_INPUT, EXIT_CLUSTER_LOST = 2, 1
 DEFAULT_WORKERS = 2
@@ -36,17 +37,18 @@ _METRIC_NAMES = {"acc": "ACC", "nmi": "NMI", "purity": "purity", "ari": "ARI"}
 _VERSIONED = ("onmsc-dask", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent")
 
 
-def positive_int(text: str, minimum: int = 1) -> int:
-    """argparse type: an integer >= ``minimum``."""
+def positive_int(text: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """argparse type: an integer >= ``minimum`` (and <= ``maximum``)."""
     value = int(text)
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise argparse.ArgumentTypeError(f"must be an integer {bound}, got {value}")
     return value
 
 
 def seed_arg(text: str) -> int:
-    """argparse type: a seed (an integer >= 0)."""
-    return positive_int(text, minimum=0)
+    """argparse type: a seed (an integer in [0, 2**32 - 1])."""
+    return positive_int(text, minimum=0, maximum=SEED_MAX)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-components", type=positive_int,
                      help="eigenvectors per graph, at least k (default: k; docs/solvers.md)")
     run.add_argument("--n-neighbors", type=positive_int, help="kNN graph neighbours N (default: from n and k)")
-    run.add_argument("--n-landmarks", type=positive_int, default=1000,
-                     help="landmarks m of the anchor graph, and Nystrom columns (default: 1000)")
+    run.add_argument("--n-landmarks", type=positive_int,
+                     help="landmarks m of the anchor graph, and Nystrom columns (default: min(1000, n / 10))")
     run.add_argument("--n-nearest-landmarks", type=positive_int, default=3,
                      help="landmarks r each sample links to in the anchor graph (default: 3)")
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
@@ -237,7 +239,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
-                         "n_neighbors": model.n_neighbors_,
+                         "n_neighbors": model.n_neighbors_, "n_landmarks": model.n_landmarks_,
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
                          "lambda1": model.lambda1_, "lambda2": model.lambda2_,
                          "related_views": model.related_views_.tolist(),

@@ -11,12 +11,11 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
-from .validation import (check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
+from .validation import (METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
                          user_warning, view_label, warn_zero_rows, width_label, zero_rows)
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
-METRICS = ("euclidean", "cosine", "counts")
 #: k-means initialisations of the landmarks: "random" (fast, the default) or "k-means++" (slower seeding:
 #: 19 s against about 1 s for m = 1000 centres of 20,000 784-d rows)
 LANDMARK_INITS = ("random", "k-means++")

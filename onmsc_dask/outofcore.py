@@ -37,7 +37,7 @@ from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anch
                        eigvecs_from_factor)
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
-                         check_n_components, check_n_distinct, check_not_constant, check_seed, column_range,
+                         check_n_components, check_n_distinct, check_not_constant, check_seed, check_tol, column_range,
                          metric_list, n_distinct, row_ids, row_keys, view_label, warn_zero_rows, zero_rows)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
@@ -206,11 +206,11 @@ def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k
         return list(pool.map(run, jobs, pieces))
 
 
-def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, order: int = 2, n_landmarks: int = 1000,
-              n_nearest_landmarks: int = 3, metric: str | Sequence[str] = "auto", lambda1: float | str = "auto",
-              lambda2: float | str = "auto", n_components: int | None = None, n_init: int = 10,
-              random_state: int | None = None,
-              client: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
+def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, order: int = 2,
+              n_landmarks: int | None = None, n_nearest_landmarks: int = 3, metric: str | Sequence[str] = "auto",
+              lambda1: float | str = "auto", lambda2: float | str = "auto", n_components: int | None = None,
+              n_init: int = 10, random_state: int | None = None, client: Any = None, landmark_init: str = "random",
+              landmark_sample: int = 5000,
               method: str = "gram", tol: float = 1e-4, max_iter: int = 100, eigenvalue_scaling: bool = True,
               drop_unrelated_views: bool = True, progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
@@ -230,7 +230,11 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
         raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(store, (MultiViewStore, str, os.PathLike)):
+        raise TypeError(f"fit_store reads a MultiViewStore or the path of one, got {type(store).__name__}; write "
+                        "views with MultiViewStore.create(path, views), or fit them in memory with ONMSC")
     store = store if isinstance(store, MultiViewStore) else MultiViewStore(store)
+    check_tol(tol)
     path, v, n = str(store.path.resolve()), store.n_views, store.n_samples
     k, order = check_n_clusters(n_clusters, n), check_int("order", order)
     for name, value in (("n_init", n_init), ("max_iter", max_iter), ("landmark_sample", landmark_sample)):

@@ -18,14 +18,14 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from .validation import check_same_rows, view_label
+from .validation import check_finite, check_int, check_same_rows, view_label, view_list
 
 __all__ = ["MultiViewStore", "as_labels"]
 
@@ -55,6 +55,12 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
         raise ValueError(
             f"{name}: has dtype {y.dtype}, expected integers "
             "(encode them with np.unique(y, return_inverse=True))"
+        )
+    lo, hi = (v.item() for v in (y.min(), y.max())) if y.size else (0, 0)  # Python numbers: compared exactly
+    if not _LABEL_FILL < lo <= hi < 2**63:
+        raise ValueError(
+            f"{name}: holds {lo if lo <= _LABEL_FILL else hi}, outside -2**63 < label < 2**63 (int64; -2**63 marks "
+            "missing labels in a store); encode them with np.unique(y, return_inverse=True)"
         )
     if n_samples is not None and len(y) != n_samples:
         raise ValueError(f"{name}: has {len(y)} entries, expected {n_samples} like the views")
@@ -121,37 +127,38 @@ class MultiViewStore:
 
         Dense float32/float64 views keep their dtype, other numeric views become float64;
         sparse views are stored as CSR. Dask arrays are written block by block, never
-        computed whole. `chunk_rows` defaults to ~32 MB chunks for the widest view, at
-        least 1024 rows, at most n.
+        computed whole; NaN or infinite values are an error. `chunk_rows` defaults to
+        ~32 MB chunks for the widest view, at least 1024 rows, at most n. The store is
+        written next to `path` and replaces it only when complete: a failed create leaves
+        `path` as it was, and dask views of the store being replaced are read before it goes.
         """
         path = Path(path)
-        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in views]
+        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views)]
         names = _check_view_names(view_names, len(views))
         n = _check_views(views, names)
         labels = None if y is None else as_labels(y, n)
         metadata = _to_json({} if metadata is None else metadata, "metadata")
-        if chunk_rows is None:
-            chunk_rows = _default_chunk_rows(views, n)
-        elif int(chunk_rows) < 1:
-            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
-        chunk_rows = min(int(chunk_rows), n)
-        _prepare_target(path, overwrite)
+        rows = _default_chunk_rows(views, n) if chunk_rows is None else check_int("chunk_rows", chunk_rows)
+        chunk_rows = min(rows, n)
 
-        root = zarr.open_group(path, mode="w", zarr_format=3)
-        for p, view in enumerate(views):
-            _write_view(root, f"views/{p}", view, chunk_rows)
-        if labels is not None:
-            root.create_array("labels", data=labels, fill_value=_LABEL_FILL)
-        # Written last: a store whose create was interrupted has no format and fails to open.
-        root.attrs.update(
-            {
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "n_samples": n,
-                "view_names": names,
-                "metadata": metadata,
-            }
-        )
+        def write(target: Path) -> None:
+            root = zarr.open_group(target, mode="w", zarr_format=3)
+            for p, view in enumerate(views):
+                _write_view(root, f"views/{p}", view, chunk_rows, view_label(p, names))
+            if labels is not None:
+                root.create_array("labels", data=labels, fill_value=_LABEL_FILL)
+            # Written last: a store whose create was interrupted has no format and fails to open.
+            root.attrs.update(
+                {
+                    "format": FORMAT,
+                    "format_version": FORMAT_VERSION,
+                    "n_samples": n,
+                    "view_names": names,
+                    "metadata": metadata,
+                }
+            )
+
+        _write_then_replace(path, overwrite, write)
         return cls(path)
 
     def copy(self, path: str | os.PathLike, *, stages: bool = True, overwrite: bool = False) -> "MultiViewStore":
@@ -162,13 +169,8 @@ class MultiViewStore:
         if target == source or source in target.parents or target in source.parents:
             raise ValueError(f"cannot copy store {self.path} to {path}: the target is the store, inside it or "
                              "contains it")
-        _prepare_target(path, overwrite)
-        partial = path.with_name(path.name + ".partial")  # renamed when complete: no half-copied store opens
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(source, partial, ignore=None if stages else
-                        lambda d, names: ["stages"] if Path(d) == source else [])
-        shutil.rmtree(path, ignore_errors=True)
-        partial.rename(path)
+        _write_then_replace(path, overwrite, lambda partial: shutil.copytree(
+            source, partial, ignore=None if stages else lambda d, names: ["stages"] if Path(d) == source else []))
         return MultiViewStore(path)
 
     # ------------------------------------------------------------------ views
@@ -317,10 +319,10 @@ class MultiViewStore:
 
 
 def _check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str]:
-    if n_views == 0:
-        raise ValueError("views: expected at least one view, got none")
     if view_names is None:
         return [f"view{p}" for p in range(n_views)]
+    if isinstance(view_names, str):
+        raise TypeError(f"view_names: must be a list of strings (one per view), not the string {view_names!r}")
     names = list(view_names)
     if len(names) != n_views:
         raise ValueError(f"view_names: has {len(names)} names for {n_views} views")
@@ -377,6 +379,21 @@ def _prepare_target(path: Path, overwrite: bool) -> None:
         raise FileExistsError(f"{path} exists and is not a zarr store; refusing to overwrite it")
 
 
+def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], None]) -> None:
+    """Run `write` on `path`.partial, then replace `path` with it; on failure remove it and leave `path` as it was
+    (no half-written store opens, and the inputs of `write` may be read from `path`)."""
+    _prepare_target(path, overwrite)
+    partial = path.with_name(path.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        write(partial)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    shutil.rmtree(path, ignore_errors=True)
+    partial.rename(path)
+
+
 # ------------------------------------------------------------------- writing
 
 
@@ -396,18 +413,28 @@ def _default_chunk_rows(views: list[ViewInput], n: int) -> int:
     return min(n, max(_MIN_CHUNK_ROWS, _CHUNK_BYTES // widest))
 
 
-def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int) -> None:
+def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, label: str) -> None:
+    """Write `view` in row chunks, raising naming `label` on NaN or infinite values (each chunk checked once)."""
     dtype = _store_dtype(view.dtype)
     if sp.issparse(view):
+        view = sp.csr_matrix(view)
+        check_finite(view, label)
         _write_csr(group, name, view, dtype).attrs.update({"chunk_rows": chunk_rows})
         return
     n, d = view.shape
     array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d), fill_value=np.nan)
+
+    def finite(block: np.ndarray, start: int) -> np.ndarray:
+        check_finite(block, label, first_row=start)
+        return block
+
     if isinstance(view, da.Array):
-        da.store(view.astype(dtype).rechunk((chunk_rows, d)), array, lock=False)
+        blocks = view.astype(dtype).rechunk((chunk_rows, d))
+        checked = blocks.map_blocks(lambda b, block_id: finite(b, block_id[0] * chunk_rows), dtype=dtype)
+        da.store(checked, array, lock=False)
         return
     for start in range(0, n, chunk_rows):
-        array[start : start + chunk_rows] = view[start : start + chunk_rows].astype(dtype)
+        array[start : start + chunk_rows] = finite(view[start : start + chunk_rows].astype(dtype), start)
 
 
 def _write_csr(group: zarr.Group, name: str, matrix: Any, dtype: np.dtype) -> zarr.Group:

@@ -12,6 +12,8 @@ import scipy.sparse as sp
 
 #: rows compared first by check_distinct_samples (all rows only when these hold fewer than k distinct samples)
 DISTINCT_CHECK_ROWS = 2000
+#: the per-view metrics (graph.metric_for chooses one for "auto")
+METRICS = ("euclidean", "cosine", "counts")
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -159,20 +161,30 @@ def check_lambda(name: str, value: float, positive: bool = False, rules: Sequenc
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or one of {list(rules)}, got {value!r}") from None
+        names = f" or one of {list(rules)}" if rules else ""
+        raise ValueError(f"{name} must be a number{names}, got {value!r}") from None
     if not np.isfinite(value) or value < 0 or (positive and value == 0):
         raise ValueError(f"{name} must be finite and {'> 0' if positive else '>= 0'}, got {value}")
     return value
+
+
+def check_tol(tol: float) -> float:
+    """The late-fusion stopping tolerance: a finite number >= 0."""
+    return check_lambda("tol", tol, rules=())
+
+
+#: seeds are 0 <= seed <= SEED_MAX, the range scikit-learn's estimators accept
+SEED_MAX = 2**32 - 1
 
 
 def check_seed(random_state) -> int | None:
     """An int or None: every stage derives its seeds from it, so the labels are the same on any cluster."""
     if random_state is None:
         return None
-    message = f"random_state must be a non-negative int or None (a seed), got {random_state!r}"
+    message = f"random_state must be an int in [0, 2**32 - 1] or None (a seed), got {random_state!r}"
     if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
         raise TypeError(message)
-    if random_state < 0:
+    if not 0 <= random_state <= SEED_MAX:
         raise ValueError(message)
     return int(random_state)
 
@@ -194,16 +206,23 @@ def width_label(width: int, n_clusters: int) -> str:
     return f"n_clusters={n_clusters}" if width == n_clusters else f"n_components={width}"
 
 
-def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_samples: int,
+def default_n_landmarks(n_samples: int, width: int) -> int:
+    """m for ``n_landmarks=None``: 1000, but at most n / 10 (a landmark stands for 10 samples or more; with about
+    one sample per landmark the anchor graph falls apart), and at least twice the embedding width."""
+    return min(1000, max(n_samples // 10, 2 * width))
+
+
+def check_landmarks(n_landmarks: int | None, n_nearest: int | None, n_clusters: int, n_samples: int,
                     width: int | None = None) -> int:
-    """The number of landmarks used, min(n_landmarks, n), checked to exceed the embedding width (k, or the
-    checked n_components: the landmark graph has at most m eigenvectors), and, for an anchor graph (``n_nearest``
-    given), 2 <= n_nearest <= m."""
-    m = min(check_int("n_landmarks", n_landmarks), n_samples)
-    n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=0)
+    """The number of landmarks used, min(n_landmarks, n) (``default_n_landmarks`` for None), checked to exceed the
+    embedding width (k, or the checked n_components: the landmark graph has at most m eigenvectors), and, for an
+    anchor graph (``n_nearest`` given), 2 <= n_nearest <= m."""
     width = n_clusters if width is None else width
+    m = min(default_n_landmarks(n_samples, width) if n_landmarks is None else check_int("n_landmarks", n_landmarks),
+            n_samples)
+    n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=0)
     if m <= width:
-        raise ValueError(f"n_landmarks={n_landmarks} must be larger than {width_label(width, n_clusters)}: the "
+        raise ValueError(f"n_landmarks={m} must be larger than {width_label(width, n_clusters)}: the "
                          f"landmark graph has at most n_landmarks eigenvectors and the embedding needs {width}")
     if n_nearest is not None and not 2 <= n_nearest <= m:
         raise ValueError(f"n_nearest_landmarks={n_nearest} must satisfy 2 <= n_nearest_landmarks <= n_landmarks={m}"
@@ -212,8 +231,14 @@ def check_landmarks(n_landmarks: int, n_nearest: int | None, n_clusters: int, n_
 
 
 def metric_list(metric: str | Sequence[str], n_views: int) -> list[str]:
-    """One metric per view from a single metric or a sequence of them."""
-    metrics = [metric] * n_views if isinstance(metric, str) else list(metric)
+    """One metric per view from a single metric or a sequence of them, each "auto" or one of METRICS."""
+    if isinstance(metric, str):
+        metrics = [metric] * n_views
+    else:
+        metrics = list(metric) if isinstance(metric, (list, tuple)) else []
+    if not metrics or any(m != "auto" and m not in METRICS for m in metrics):
+        raise ValueError(f"metric must be 'auto' or one of {METRICS}, or a list of them (one per view), "
+                         f"got {metric!r}")
     if len(metrics) != n_views:
         raise ValueError(f"metric lists {len(metrics)} entries for {n_views} views")
     return metrics

@@ -10,6 +10,7 @@ from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
 from onmsc_dask.api import ONMSC
+from onmsc_dask.baselines import AverageGraphSC, LinearCombination, SingleBestView
 from onmsc_dask.fusion import eigenvalue_scaled, late_fusion
 from onmsc_dask.metrics import accuracy
 
@@ -225,6 +226,15 @@ def test_other_input_errors(two_views):
     (dict(n_init=0), "n_init must be a positive integer, got 0"),
     (dict(embedding="anchor", n_landmarks=20.5), r"n_landmarks must be a positive integer, got 20\.5"),
     (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=2.0), "n_nearest_landmarks must be an integer >= 0"),
+    # a TypeError after the graphs were built ("x"), every iteration run silently (-1), a TypeError (None)
+    (dict(tol="x"), "tol must be a number, got 'x'"),
+    (dict(tol=-1), "tol must be finite and >= 0, got -1"),
+    (dict(metric=None), r"metric must be 'auto' or one of \('euclidean', 'cosine', 'counts'\).*got None"),
+    (dict(metric=["cosine", 3]), "metric must be 'auto' or one of"),
+    # early fusion used to ignore these silently
+    (dict(fusion="early", embedding="anchor"), "embedding='anchor' applies to late fusion"),
+    (dict(fusion="early", lambda1="select"), "lambda1 and lambda2 apply to late fusion; early fusion's weight is"),
+    (dict(fusion="early", lambda2=3.0), "lambda1 and lambda2 apply to late fusion"),
 ])
 def test_bad_parameters_named(two_views, kwargs, match):
     """Checked before any work: before, n_landmarks < k gave embeddings with fewer than k columns (ACC 0.65 on
@@ -286,10 +296,24 @@ def test_bad_n_components_named(two_views, kwargs, match):
 
 
 def test_random_state_must_be_a_seed(two_views):
-    with pytest.raises(TypeError, match="random_state must be a non-negative int or None"):
+    with pytest.raises(TypeError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\] or None"):
         ONMSC(3, random_state=np.random.RandomState(0)).fit(two_views)
-    with pytest.raises(ValueError, match="random_state must be a non-negative int or None.*-1"):
+    with pytest.raises(ValueError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\] or None.*-1"):
         ONMSC(3, random_state=-1).fit(two_views)
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: ONMSC(3, random_state=s), lambda s: ONMSC(3, fusion="early", random_state=s),
+    lambda s: AverageGraphSC(3, random_state=s), lambda s: SingleBestView(3, random_state=s),
+    lambda s: LinearCombination(3, random_state=s)])
+def test_the_same_seeds_everywhere(two_views, make):
+    """2**32 - 1 works and 2**32 is refused by every estimator (early fusion and the baselines used to fail with
+    scikit-learn's KMeans error for seeds late fusion accepted, and the baselines took a RandomState)."""
+    assert make(2**32 - 1).fit(two_views).labels_.shape == (two_views[0].shape[0],)
+    with pytest.raises(ValueError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\].*4294967296"):
+        make(2**32).fit(two_views)
+    with pytest.raises(TypeError, match="random_state must be an int"):
+        make(np.random.RandomState(0)).fit(two_views)
 
 
 class _Table:
@@ -492,3 +516,14 @@ def test_default_neighbours_refit_reads_the_views_once_and_never_fails_the_fit()
         with dask.config.set(scheduler="synchronous"):  # the loads run in this process, where they are counted
             fitted = ONMSC(3, fusion=fusion, random_state=0).fit(views)
         assert len(fitted.n_neighbors_tried_) == 2 and len(calls) == 2  # one load per view
+
+
+def test_default_landmarks_follow_n():
+    """n_landmarks=None: min(1000, n / 10). The former fixed 1000 made every one of 600 samples a landmark (on the
+    embedded digits views the anchor graph then fell apart into 12 pieces, an error)."""
+    X, y = load_digits(return_X_y=True)
+    views = _digit_views(X[:600])
+    model = ONMSC(10, embedding="anchor", random_state=0).fit(views)
+    assert model.n_landmarks_ == 60 and accuracy(y[:600], model.labels_) > 0.7  # 0.79
+    assert ONMSC(10, embedding="anchor", n_landmarks=100, random_state=0).fit(views).n_landmarks_ == 100
+    assert ONMSC(10, embedding="exact", random_state=0).fit(views).n_landmarks_ is None

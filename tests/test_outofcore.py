@@ -122,11 +122,21 @@ def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
     (dict(max_iter=0), ValueError, "max_iter must be a positive integer"),
     (dict(n_init=1.5), ValueError, "n_init must be a positive integer"),
     (dict(landmark_sample=-1), ValueError, "landmark_sample must be a positive integer"),
+    # a string tol failed after three stages were written, a negative or NaN one ran every iteration
+    (dict(tol="x"), ValueError, "tol must be a number, got 'x'"),
+    (dict(tol=float("nan")), ValueError, "tol must be finite and >= 0, got nan"),
+    (dict(metric=None), ValueError, "metric must be 'auto' or one of"),
+    (dict(metric="cityblock"), ValueError, "metric must be 'auto' or one of .*got 'cityblock'"),
 ])
 def test_fit_store_checks_parameters_before_any_stage(store, kwargs, error, match):
     with pytest.raises(error, match=match):
         fit_store(store, 10, **{**PARAMS, **kwargs})
     assert store.stages() == {}
+
+
+def test_fit_store_refuses_views_in_memory():
+    with pytest.raises(TypeError, match="fit_store reads a MultiViewStore or the path of one, got list"):
+        fit_store([np.eye(20), np.eye(20)], 2)
 
 
 def test_fit_store_accepts_auto_lambdas_and_a_metric_tuple(store):

@@ -1,4 +1,5 @@
 import copy
+import re
 
 import dask
 import dask.array as da
@@ -298,3 +299,91 @@ def test_any_missing_chunk_of_a_stored_sparse_matrix_is_detected(tmp_path, rng, 
     (store.path / "stages" / "g" / "Z" / array / "c" / str(chunk)).unlink()
     with pytest.raises(ValueError, match="are damaged"):
         store.read_result("g", "Z")
+
+
+def test_overwrite_with_dask_views_of_the_store_itself(tmp_path, rng):
+    """create(overwrite=True) used to delete the old store (zarr mode "w") before reading its lazy views: the new
+    store held missing chunks. It is written to path.partial and replaces the old one when complete."""
+    X0, X1 = rng.normal(size=(N, 4)), rng.normal(size=(N, 5))
+    store = MultiViewStore.create(tmp_path / "s.zarr", [X0, X1], np.arange(N) % 3, chunk_rows=16)
+    new = MultiViewStore.create(tmp_path / "s.zarr", [store.view_dask(0), store.view_dask(1), X1[:, :3]],
+                                store.labels, overwrite=True)
+    for p, expected in enumerate([X0, X1, X1[:, :3]]):
+        np.testing.assert_array_equal(new.read_view(p), expected)
+    np.testing.assert_array_equal(new.labels, np.arange(N) % 3)
+    assert not (tmp_path / "s.zarr.partial").exists()
+
+
+def _block_raising(rng, error: Exception) -> da.Array:
+    """A dask view of N rows whose last block raises `error` when computed."""
+    def fail():
+        raise error
+    return da.concatenate([da.from_array(rng.normal(size=(30, 2))),
+                           da.from_delayed(dask.delayed(fail)(), (N - 30, 2), np.float64)])
+
+
+def _with_value(X, row: int, value: float):
+    X = X.copy()
+    X[row, 1] = value
+    return X
+
+
+@pytest.mark.parametrize("bad, error", [
+    (lambda rng: _with_value(rng.normal(size=(N, 3)), 3, np.nan),
+     r"view 1 \('text'\): contains NaN values \(e.g. in rows \[3\]\); impute or drop them first"),
+    (lambda rng: sp.csr_matrix(_with_value(rng.normal(size=(N, 3)), 8, -np.inf)).tolil(),
+     r"view 1 \('text'\): contains infinite values \(e.g. in rows \[8\]\)"),
+    (lambda rng: da.from_array(_with_value(rng.normal(size=(N, 3)), 37, np.inf), chunks=(10, 3)),
+     r"view 1 \('text'\): contains infinite values \(e.g. in rows \[37\]\)"),
+    (lambda rng: _block_raising(rng, OSError("source file vanished")), "source file vanished"),
+], ids=["nan-numpy", "inf-sparse", "inf-dask-later-block", "dask-source-fails"])
+def test_bad_or_failing_view_writes_nothing_and_keeps_the_old_store(tmp_path, rng, bad, error):
+    """NaN/inf used to be stored (and read back as "a chunk file was deleted"); a failure part-way through an
+    overwrite used to leave neither the old nor a new store."""
+    old = rng.normal(size=(N, 2))
+    MultiViewStore.create(tmp_path / "s.zarr", [old], np.arange(N) % 2, chunk_rows=16)
+    views = [rng.normal(size=(N, 2)), bad(rng)]
+    for path, overwrite in [(tmp_path / "new.zarr", False), (tmp_path / "s.zarr", True)]:
+        with pytest.raises((ValueError, OSError), match=error):
+            MultiViewStore.create(path, views, chunk_rows=10, view_names=["img", "text"], overwrite=overwrite)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["s.zarr"]
+    kept = MultiViewStore(tmp_path / "s.zarr")
+    np.testing.assert_array_equal(kept.read_view(0), old)
+    np.testing.assert_array_equal(kept.labels, np.arange(N) % 2)
+
+
+@pytest.mark.parametrize("views, names, error", [
+    (np.eye(N), None, r"not a single array; wrap it as \[X\]"),
+    (sp.eye(N, format="csr"), None, r"not a single array; wrap it as \[X\]"),
+    (da.eye(N, chunks=10), None, r"not a single array; wrap it as \[X\]"),
+    ([np.eye(N)] * 2, "ab", "view_names: must be a list of strings .*not the string 'ab'"),
+], ids=["numpy", "sparse", "dask", "names-str"])
+def test_single_table_views_and_string_view_names_are_rejected(tmp_path, views, names, error):
+    """A single array or sparse matrix used to be written as one view per row; "ab" as the names ['a', 'b']."""
+    with pytest.raises(TypeError, match=error):
+        MultiViewStore.create(tmp_path / "s.zarr", views, view_names=names)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("last, shown", [
+    (np.float64(1e30), "1e+30"),
+    (np.int64(np.iinfo(np.int64).min), str(np.iinfo(np.int64).min)),  # the fill value marking missing labels
+    (np.uint64(2**63 + 5), str(2**63 + 5)),  # used to wrap to a negative label
+])
+def test_labels_int64_cannot_store_are_rejected(tmp_path, last, shown):
+    """They used to be written, and read back as "labels are damaged (a chunk file was deleted)"."""
+    y = np.append(np.zeros(N - 1, dtype=np.asarray(last).dtype), last)
+    with pytest.raises(ValueError, match=rf"labels: holds {re.escape(shown)}, outside -2\*\*63 < label < 2\*\*63"):
+        MultiViewStore.create(tmp_path / "s.zarr", [np.eye(N)], y)
+    assert not any(tmp_path.iterdir())
+    extremes = np.r_[np.iinfo(np.int64).min + 1, np.iinfo(np.int64).max, np.zeros(N - 2, np.int64)]
+    np.testing.assert_array_equal(MultiViewStore.create(tmp_path / "s.zarr", [np.eye(N)], extremes).labels, extremes)
+
+
+@pytest.mark.parametrize("chunk_rows", [2.5, 0, -3, True, "16"])
+def test_chunk_rows_must_be_a_positive_integer(tmp_path, chunk_rows):
+    """2.5 used to be truncated to 2 and True taken as 1."""
+    with pytest.raises(ValueError, match=f"chunk_rows must be a positive integer, got {chunk_rows!r}"):
+        MultiViewStore.create(tmp_path / "s.zarr", [np.eye(N)], chunk_rows=chunk_rows)
+    assert not any(tmp_path.iterdir())
+    assert MultiViewStore.create(tmp_path / "s.zarr", [np.eye(N)], chunk_rows=np.int64(16)).row_chunks(0)[0] == (0, 16)
