@@ -181,7 +181,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
         for p, (graph, *_) in enumerate(results):
-            check_components(graph, view_label(p, names), k, anchor=solver == "anchor", width=width)
+            check_components(graph, view_label(p, names), k, anchor=solver == "anchor", width=width, view=views[p])
         H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
         self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
         warn_unrelated(self.related_views_, shares, n, width, names)

@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import platform
+import shutil
 import sys
 import time
 import warnings
@@ -142,10 +143,11 @@ def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list
     return *load(data[0]), None, str(data[0])
 
 
-def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int]:
-    """The run's store ``DIR/views.zarr``, a description of the source and k. A store given with ``--data`` is
-    copied file by file (never read whole; used as it is when it already is ``DIR/views.zarr``); other
-    input is loaded, validated and written. Nothing is created before the input is valid."""
+def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Path | None]:
+    """The run's store ``DIR/views.zarr``, a description of the source, k, and the store it copies (else None). A
+    store given with ``--data`` is copied file by file (never read whole, so its values are checked by the fit;
+    used as it is when it already is ``DIR/views.zarr``); other input is loaded, validated and written. Nothing is
+    created before the input is valid."""
     from .io import is_store
     from .store import MultiViewStore
     from .validation import check_views
@@ -161,11 +163,11 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int]:
         _check_parameters(args, source.n_samples, k)
         if data.resolve() == store_path.resolve():
             log(f"using {store_path}")
-            return source, str(data), k
+            return source, str(data), k, None
         _replacing(store_path, log)
         args.out.mkdir(parents=True, exist_ok=True)
         log(f"copying {data} to {store_path}")
-        return source.copy(store_path, stages=False, overwrite=True), str(data), k
+        return source.copy(store_path, stages=False, overwrite=True), str(data), k, data
     views, y, names, name = _load_input(args)
     views = check_views(views, names)
     k = _n_clusters(args, y, views[0].shape[0], name)
@@ -175,7 +177,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int]:
     args.out.mkdir(parents=True, exist_ok=True)
     store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True, metadata={"source": name})
     log(f"wrote {store_path} (views {store.view_names})")
-    return store, name, k
+    return store, name, k, None
 
 
 def _replacing(store_path: Path, log: _Log) -> None:
@@ -324,7 +326,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
             timings["start_cluster"] = time.perf_counter() - t
         t = time.perf_counter()
-        store, source, n_clusters = _open_store(args, log)
+        store, source, n_clusters, copy_of = _open_store(args, log)
         y = store.labels
         timings["load_and_store"] = time.perf_counter() - t
         log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
@@ -342,7 +344,13 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         n_workers = len(client.scheduler_info().get("workers", {}))  # {} once the scheduler is gone
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
-        fit = _fit(store, n_clusters, args, client, log)
+        try:
+            fit = _fit(store, n_clusters, args, client, log)
+        except ValueError as exc:  # bad values in a copied store: the error names the user's store, no copy is left
+            if copy_of is None:
+                raise
+            shutil.rmtree(store.path, ignore_errors=True)
+            raise ValueError(str(exc).replace(str(store.path), str(copy_of))) from None
         timings["fit"] = time.perf_counter() - t
     if fit["resolved"]["pipeline"] == "in_memory":  # fit_store reported its stages as they ran
         for stage, seconds in fit["stages"].items():

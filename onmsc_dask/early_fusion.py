@@ -153,8 +153,8 @@ def view_graphs(views, n_clusters: int, n_neighbors: int | None = None, metric: 
     """Validated views -> kNN affinities A_p (Eq. 1) with the ONMSC defaults; returns graphs, metrics, N."""
     views, k, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric, view_names)
     graphs = [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)]
-    for p, A in enumerate(graphs):
-        check_components(A, view_label(p, view_names), k)
+    for p, (X, A) in enumerate(zip(views, graphs)):
+        check_components(A, view_label(p, view_names), k, view=X)
     return graphs, metrics, N
 
 

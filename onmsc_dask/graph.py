@@ -12,7 +12,7 @@ from scipy.sparse.linalg import LinearOperator
 from sklearn.neighbors import NearestNeighbors
 
 from .validation import (METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
-                         user_warning, view_label, warn_zero_rows, width_label, zero_rows)
+                         row_ids, user_warning, view_label, warn_zero_rows, width_label, zero_rows)
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -148,18 +148,29 @@ def n_components(graph: sp.spmatrix, anchor: bool = False) -> int:
 
 
 def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bool = False,
-                     width: int | None = None) -> None:
+                     width: int | None = None, view=None) -> None:
     """A graph in more pieces than its embedding's width (k, or n_components) is an error (its top eigenvectors
-    would be an arbitrary choice of pieces); in 2..width pieces, a warning (each piece becomes a cluster or part of
-    one)."""
+    would be an arbitrary choice of pieces; the error counts the identical rows of ``view`` when given); in
+    2..width pieces, a warning (each piece becomes a cluster or part of one)."""
     c, width = n_components(graph, anchor), n_clusters if width is None else width
     if c > width:
         raise ValueError(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
                          f"{width_label(width, n_clusters)}, so its top-{width} eigenvectors would pick an arbitrary "
                          f"subset of them; raise {'n_nearest_landmarks' if anchor else 'n_neighbors'}, or drop the "
-                         "view")
+                         f"view{'' if view is None or anchor else _identical_rows_note(view)}")
     if c > 1:
         user_warning(f"{label}: its graph has {c} disconnected pieces; each will be a cluster or part of one")
+
+
+def _identical_rows_note(X) -> str:
+    """For a kNN graph's error: a view of few distinct rows (binary, categorical, rounded) links a group of
+    identical samples larger than n_neighbors only to itself."""
+    sizes = np.bincount(row_ids(X))
+    if sizes.size == X.shape[0]:
+        return ""
+    return (f" (it has only {sizes.size} distinct rows among {X.shape[0]} samples, up to {sizes.max()} identical: "
+            "each group of identical rows larger than n_neighbors is linked only to itself; binary, categorical or "
+            "rounded features need n_neighbors above the largest group, or more distinguishing features)")
 
 
 def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int | None) -> np.ndarray:

@@ -8,6 +8,7 @@ labels, or None when the source has none.
 from __future__ import annotations
 
 import gzip
+import itertools
 import math
 import os
 import re
@@ -16,7 +17,7 @@ import sys
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence, TextIO
 
 import h5py
 import numpy as np
@@ -51,6 +52,8 @@ def is_store(path: PathLike) -> bool:
 def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     """Load views and labels from a .mat, .npz or .csv file, a MultiViewStore or an MNIST directory.
 
+    An .npz holds views view0, view1, ... (or X0 / X_0 ..., or arr_0, arr_1, ... as ``np.savez(f, X0, X1)``
+    names them) and optional labels y; see :func:`load_npz`. A .csv is one view; see :func:`load_csv`.
     An MNIST directory gives one view of flattened float64 images (the train split when
     present, else t10k).
     """
@@ -189,12 +192,14 @@ def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]
     n is len(y), or without labels the dimension shared by all views (the more common
     row count, with a warning, when every view shares both). Square views are kept as they are.
     """
+    shapes = ", ".join(f"view {p} {v.shape}" for p, v in enumerate(views))
     if y is not None:
         n = len(y)
+        if not any(n in v.shape for v in views):
+            raise ValueError(f"{source}: labels: have {n} entries, but no view has {n} rows or columns: {shapes}")
     else:
         shared = set.intersection(*(set(v.shape) for v in views))
         if not shared:
-            shapes = ", ".join(f"view {p} {v.shape}" for p, v in enumerate(views))
             raise ValueError(f"{source}: views share no dimension, cannot tell samples: {shapes}")
         rows = Counter(v.shape[0] for v in views if v.shape[0] in shared)
         n = rows.most_common(1)[0][0] if rows else min(shared)
@@ -309,44 +314,61 @@ def _mnist_files(directory: Path) -> dict[tuple[str, str], Path]:
 
 
 def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
-    """Views from arrays named view0, view1, ... (or X0 / X_0 ...) and optional labels y."""
+    """Views from arrays named view0, view1, ... (or X0 / X_0 ...; without those, arr_0, arr_1, ... as
+    ``np.savez(f, X0, X1)`` names them) and optional labels y (or another of the .mat label names).
+
+    With labels, views stored transposed (d×n) are turned to n×d as in :func:`load_mat`; without, rows are
+    samples (numpy's convention: no guess). Object arrays are refused, since reading them runs pickle.
+    """
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
     except Exception as exc:  # numpy raises many types on damaged zip archives
-        raise ValueError(
-            f"{path}: corrupt or not an .npz archive ({type(exc).__name__}: {exc})"
-        ) from exc
-    numbered = {}
-    for key in arrays:
-        match = re.fullmatch(r"(?:view|X)_?(\d+)", key)
-        if match:
-            if int(match[1]) in numbered:
-                raise ValueError(f"{path}: two arrays for view {match[1]}")
-            numbered[int(match[1])] = arrays[key]
-    if sorted(numbered) != list(range(len(numbered))) or not numbered:
-        raise ValueError(
-            f"{path}: expected arrays view0, view1, ... (or X0 / X_0 ...) numbered from 0, "
-            f"found {sorted(arrays)}"
-        )
+        problem = ("holds pickled data (object arrays), which is not read for safety" if "allow_pickle" in str(exc)
+                   else "corrupt or not an .npz archive")
+        raise ValueError(f"{path}: {problem} ({type(exc).__name__}: {exc})") from exc
     label_key = next((k for k in _LABEL_KEYS if k in arrays), None)
     y = None if label_key is None else as_labels(arrays[label_key], name=f"{path}: {label_key}")
-    views = [_as_view(numbered[p], p, path) for p in range(len(numbered))]
-    return _check_rows(views, y, path), y
+    views = [_as_view(view, p, path) for p, view in enumerate(_numbered_views(arrays, path))]
+    return (_check_rows(views, path) if y is None else _orient(views, y, path)), y
+
+
+def _numbered_views(arrays: dict[str, np.ndarray], path: Path) -> list[np.ndarray]:
+    """The arrays view0, view1, ... (or X0 / X_0 ...), else arr_0, arr_1, ..., in order."""
+    for pattern in (r"(?:view|X)_?(\d+)", r"arr_(\d+)"):
+        numbered: dict[int, np.ndarray] = {}
+        for key, array in arrays.items():
+            match = re.fullmatch(pattern, key)
+            if match:
+                if int(match[1]) in numbered:
+                    raise ValueError(f"{path}: two arrays for view {match[1]}")
+                numbered[int(match[1])] = array
+        if numbered:
+            break
+    if sorted(numbered) != list(range(len(numbered))) or not numbered:
+        raise ValueError(
+            f"{path}: expected arrays view0, view1, ... (or X0 / X_0 ..., or arr_0, arr_1, ...) numbered from 0, "
+            f"found {sorted(arrays)}"
+        )
+    return [numbered[p] for p in range(len(numbered))]
 
 
 def load_csv(
     paths: PathLike | Sequence[PathLike], y_path: PathLike | None = None
 ) -> tuple[list[View], np.ndarray | None]:
-    """Views from numeric comma-separated files, one per view, and labels from `y_path`.
+    """Views from numeric comma-separated UTF-8 files, one per view, and labels from `y_path`.
 
-    A first row with a text field is taken as a header and skipped; an empty field is an error.
+    The first row is a header, and skipped, when it has a text field, or is exactly 0, 1, ..., d-1 with d > 1
+    (pandas' names for unnamed columns; a one-column file starting with 0, such as labels, is data). A header
+    whose first field is empty, as pandas writes with its index (``df.to_csv(path)``), marks an index column,
+    which is dropped (it must be numeric like the rest). An empty field is an error. Errors give 1-based file
+    line and column numbers.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     views = [_as_view(_read_csv(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
-    y = None if y_path is None else as_labels(_read_csv(Path(y_path)), name=str(y_path))
-    return _check_rows(views, y, ", ".join(map(str, paths))), y
+    views = _check_rows(views, ", ".join(map(str, paths)))
+    return views, None if y_path is None else as_labels(_read_csv(Path(y_path)), len(views[0]), name=str(y_path))
 
 
 def _is_number(field: str) -> bool:
@@ -358,22 +380,37 @@ def _is_number(field: str) -> bool:
 
 
 def _read_csv(path: Path) -> np.ndarray:
-    """A numeric CSV file (UTF-8, a byte-order mark allowed); a first row with a text field is a header. An empty
-    field is an error, not a header."""
-    with path.open(encoding="utf-8-sig") as f:
-        first = f.readline()
-    skip = int(any(field.strip() and not _is_number(field) for field in first.split(",")))
+    """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_csv`)."""
+    line = 0
+
+    def numbered(f: TextIO) -> Iterator[str]:  # counts the lines read, to name the one np.loadtxt rejects
+        nonlocal line
+        for line, text in enumerate(f, 1):
+            yield text
+
     try:
-        return np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64, encoding="utf-8-sig")
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a numeric CSV file ({exc})") from exc
+        with path.open(encoding="utf-8-sig") as f:
+            lines = numbered(f)
+            first = next(lines, "")
+            fields = [field.strip() for field in first.split(",")]
+            index = fields[0] == "" and len(fields) > 1
+            names = fields[index:]
+            header = (names == [str(i) for i in range(len(names))] and len(fields) > 1
+                      or any(name and not _is_number(name) for name in names))
+            data = np.loadtxt(lines if header else itertools.chain([first], lines), delimiter=",", ndmin=2,
+                              dtype=np.float64)
+    except UnicodeDecodeError as exc:
+        byte = f"byte 0x{exc.object[exc.start]:02x}: {exc.reason}"  # exc.start counts from a buffer, not the file
+        raise ValueError(f"{path}: not a UTF-8 text file, as CSV files must be ({byte})") from exc
+    except ValueError as exc:  # numpy's own row numbers skip the header and blank lines, and start at 0 or 1
+        message = re.sub(r" at row \d+", "", str(exc))
+        raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message})") from exc
+    return data[:, 1:] if header and index else data
 
 
-def _check_rows(views: list[View], y: np.ndarray | None, source: Any) -> list[View]:
-    n, name = (len(y), "len(y)") if y is not None else (views[0].shape[0], "view 0")
+def _check_rows(views: list[View], source: Any) -> list[View]:
+    """`views`, checked to have as many rows as view 0."""
     for p, view in enumerate(views):
-        if view.shape[0] != n:
-            raise ValueError(
-                f"{source}: view {p}: has {view.shape[0]} rows, expected {n} like {name}"
-            )
+        if view.shape[0] != views[0].shape[0]:
+            raise ValueError(f"{source}: view {p}: has {view.shape[0]} rows, expected {views[0].shape[0]} like view 0")
     return views

@@ -328,6 +328,9 @@ def test_anchor_links_and_one_line_messages(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "onmsc-dask: error: " in err and "view 1 ('view1')" in err and "NaN" in err
     assert "Traceback" not in err and "Compute Failed" not in err
+    # the message names the user's store, not the run's copy, which is removed (it used to stay, and be named)
+    error = err[err.index("onmsc-dask: error: "):]
+    assert str(bad.path) in error and "views.zarr" not in error and not (tmp_path / "bad" / "views.zarr").exists()
 
 
 @pytest.mark.parametrize("command", [["onmsc-dask"], [sys.executable, "-m", "onmsc_dask"]])

@@ -289,6 +289,51 @@ def test_load_npz_errors(tmp_path):
         load_npz(tmp_path / "rows.npz")
 
 
+def test_load_npz_positional_arrays(tmp_path, dataset):
+    """``np.savez(f, X0, X1, y=y)`` names the views arr_0, arr_1; they used to be rejected."""
+    views, y = dataset
+    dense = [_dense(v) for v in views]
+    np.savez(tmp_path / "d.npz", *dense, y=y)
+    got, labels = load(tmp_path / "d.npz")
+    _assert_views_equal(got, dense)
+    np.testing.assert_array_equal(labels, y)
+    np.savez(tmp_path / "both.npz", np.zeros((N, 2)), view0=dense[0])  # named views win
+    _assert_views_equal(load_npz(tmp_path / "both.npz")[0], dense[:1])
+
+
+def test_load_npz_object_array_is_refused_as_pickled(tmp_path):
+    """It used to be reported as 'corrupt or not an .npz archive'."""
+    np.savez(tmp_path / "o.npz", view0=np.array([np.ones(2), np.ones(3)], dtype=object))
+    with pytest.raises(ValueError, match=r"o\.npz: holds pickled data \(object arrays\), which is not read for safety"):
+        load_npz(tmp_path / "o.npz")
+
+
+def test_load_npz_transposed_view_is_oriented_by_labels(tmp_path, dataset):
+    """As in .mat files (it used to be an error); without labels the rows are the samples, with no guess."""
+    views, y = dataset
+    dense = [_dense(v) for v in views]
+    np.savez(tmp_path / "t.npz", view0=dense[0], view1=dense[1].T, y=y)
+    _assert_views_equal(load_npz(tmp_path / "t.npz")[0], dense[:2])
+    np.savez(tmp_path / "u.npz", view0=dense[0], view1=dense[1].T)
+    with pytest.raises(ValueError, match=r"view 1: has 7 rows, expected 30 like view 0"):
+        load_npz(tmp_path / "u.npz")
+
+
+def test_labels_of_the_wrong_length_are_blamed(tmp_path, dataset):
+    """They used to be reported as 'view 0: has 30 rows, expected 31 like len(y)'."""
+    views, y = dataset
+    y = np.append(y, 0)
+    np.savez(tmp_path / "d.npz", view0=views[0], view1=views[1], y=y)
+    _save_v5(tmp_path / "d.mat", views, y)
+    for path in (tmp_path / "d.npz", tmp_path / "d.mat"):
+        with pytest.raises(ValueError, match=rf"{path.name}: labels: have 31 entries, but no view has 31 rows"):
+            load(path)
+    np.savetxt(tmp_path / "v.csv", views[0], delimiter=",")
+    np.savetxt(tmp_path / "y.csv", y, fmt="%d")
+    with pytest.raises(ValueError, match=r"y\.csv: has 31 entries, expected 30 like the views"):
+        load_csv(tmp_path / "v.csv", y_path=tmp_path / "y.csv")
+
+
 def test_load_csv_with_and_without_header(tmp_path, dataset):
     views, y = dataset
     a, b = views[0], views[1].astype(float)
@@ -318,8 +363,62 @@ def test_load_csv_first_row_with_byte_order_mark_or_empty_field_is_data(tmp_path
     (tmp_path / "bomhead.csv").write_bytes(b"\xef\xbb\xbfa,b\n3,4\n")
     np.testing.assert_array_equal(load_csv(tmp_path / "bomhead.csv")[0][0], [[3, 4]])
     (tmp_path / "empty.csv").write_text("1,,2\n3,4,1\n")
-    with pytest.raises(ValueError, match=r"empty\.csv: not a numeric CSV file .*row 0, column 2"):
+    with pytest.raises(ValueError, match=r"empty\.csv: not a numeric CSV file \(line 1: .*'' to float64, column 2"):
         load_csv(tmp_path / "empty.csv")
+
+
+def _pandas_csv(path, array, index=True, columns=None):
+    """`array` written as pandas' ``DataFrame(array, columns=columns).to_csv(path, index=index)`` writes it."""
+    array = np.asarray(array).reshape(len(array), -1)
+    names = [str(c) for c in (range(array.shape[1]) if columns is None else columns)]
+    rows = [[""] * index + names] + [[str(i)] * index + [str(v.item()) for v in row] for i, row in enumerate(array)]
+    path.write_text("".join(",".join(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize("columns", [None, ["f0", "f1", "f2", "f3"]], ids=["default-names", "named"])
+def test_load_csv_drops_pandas_index_column(tmp_path, dataset, columns):
+    """``df.to_csv(path)`` writes the index 0..n-1 as a first column under an empty header field; it used to be
+    read as a feature (ACC on 4 blobs fell from 0.995 to 0.285), or, under names 0..d-1, to fail on the empty field."""
+    views, y = dataset
+    got, labels = load_csv(_pandas_csv(tmp_path / "v.csv", views[0], columns=columns),
+                           y_path=_pandas_csv(tmp_path / "y.csv", y))
+    _assert_views_equal(got, views[:1])
+    np.testing.assert_array_equal(labels, y)
+
+
+def test_load_csv_pandas_default_column_names_are_a_header(tmp_path, dataset):
+    """``to_csv(index=False)`` writes the header 0,1,...,d-1, which used to be read as a sample (N + 1 rows)."""
+    views, y = dataset
+    got, _ = load_csv(_pandas_csv(tmp_path / "v.csv", views[0], index=False))
+    _assert_views_equal(got, views[:1])
+    np.savetxt(tmp_path / "y.csv", y, fmt="%d")  # one column starting with 0: labels, not a header
+    np.testing.assert_array_equal(load_csv(tmp_path / "v.csv", y_path=tmp_path / "y.csv")[1], y)
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [('"1","2"\n3,x\n', 2), ("a,b\n\n1,2\n5,x\n", 4), ("1,2\n# note\n3,4\n5,6,7\n", 4)],
+    ids=["quoted-header", "header-blank-line", "comment-ragged"],
+)
+def test_load_csv_errors_give_file_line_numbers(tmp_path, text, line):
+    """numpy's row numbers skip the header, blank and comment lines, and count from 0 or 1 by the error: a header
+    of quoted numbers made 'row 0' of the file's second line."""
+    (tmp_path / "a.csv").write_text(text)
+    with pytest.raises(ValueError, match=rf"a\.csv: not a numeric CSV file \(line {line}: ") as info:
+        load_csv(tmp_path / "a.csv")
+    assert "row" not in str(info.value)
+
+
+def test_csv_read_errors_name_the_file(tmp_path):
+    """A .npy given as labels, or a latin-1 CSV, used to raise UnicodeDecodeError naming no file."""
+    np.savetxt(tmp_path / "a.csv", np.ones((3, 2)), delimiter=",")
+    np.save(tmp_path / "y.npy", np.arange(3))
+    with pytest.raises(ValueError, match=r"y\.npy: not a UTF-8 text file.*byte 0x93"):
+        load_csv(tmp_path / "a.csv", y_path=tmp_path / "y.npy")
+    (tmp_path / "latin.csv").write_bytes("caf\xe9,b\n1,2\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin\.csv: not a UTF-8 text file.*byte 0xe9"):
+        load(tmp_path / "latin.csv")
 
 
 # -------------------------------------------------------------------- dispatch

@@ -94,6 +94,19 @@ def test_bad_input_error_names_view_and_problem(views, case):
         assert part in str(info.value), (part, str(info.value))
 
 
+@pytest.mark.parametrize("fusion", ["late", "early"])
+def test_a_view_of_few_distinct_rows_is_explained(fusion):
+    """A binary view with 8 distinct rows: groups of identical rows larger than N link only to themselves. The
+    error used to advise only 'raise n_neighbors', which did not help below the largest group (113)."""
+    rng = np.random.default_rng(0)
+    y = np.arange(600) % 3
+    blobs = [rng.normal(size=(600, d)) + 3 * y[:, None] for d in (4, 5)]
+    binary = (rng.random((600, 3)) < 0.2 + 0.6 * (y[:, None] == np.arange(3))).astype(float)
+    with pytest.raises(ValueError, match=r"view 2: its graph falls apart into 8 disconnected pieces.*only 8 distinct "
+                                         r"rows among 600 samples, up to 113 identical.*n_neighbors above the largest"):
+        ONMSC(3, fusion=fusion, random_state=0).fit([*blobs, binary])
+
+
 def test_bad_store_view_names_the_view(tmp_path, views):
     with pytest.raises(ValueError, match=r"view 1 \('text'\): has 39 rows, expected 40 like view 0 \('img'\)"):
         MultiViewStore.create(tmp_path / "s.zarr", [views[0], views[1][:39]], view_names=["img", "text"])
