@@ -74,6 +74,17 @@ class ONMSC(ClusterMixin, BaseEstimator):
         share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
         structure), with a warning; its weight is 0.
     random_state : seed; the same seed gives the same labels on any number of workers.
+
+    Attributes
+    ----------
+    labels_ : the cluster of each sample, 0..k-1.
+    embedding_ : H* (late fusion, n x n_components) or P Lambda (early fusion, n x k), the rows k-means clusters.
+    view_weights_ : mu, one weight per view (0 for a view left out).
+    objective_ : late fusion: J of Eq. 11 after each iteration (maximised: never decreases; ``n_iter_`` values).
+        Early fusion: the objective of Eq. 10 at the start and after each iteration (minimised: never increases;
+        ``n_iter_ + 1`` values).
+    n_iter_, converged_ : iterations run, and whether ``tol`` was met before ``max_iter``.
+    README.md lists the others (resolved parameters, per-view embeddings, timings).
     """
 
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None, order: int = 2,

@@ -47,6 +47,13 @@ def positive_int(text: str, minimum: int = 1, maximum: int | None = None) -> int
     return value
 
 
+def out_dir(text: str) -> Path:
+    """argparse type: a directory path, not empty (which would be the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a directory (use . for the current one), got an empty string")
+    return Path(text)
+
+
 def seed_arg(text: str) -> int:
     """argparse type: a seed (an integer in [0, 2**32 - 1])."""
     return positive_int(text, minimum=0, maximum=SEED_MAX)
@@ -63,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a .mat or .npz file, a .zarr store, an MNIST IDX directory, or .csv files (one per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
     run.add_argument("--labels", type=Path, help="a .csv file of labels for .csv views (other formats carry theirs)")
-    run.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
+    run.add_argument("--out", type=out_dir, required=True, help="output directory (created if missing)")
     run.add_argument("--scheduler", help="address of a running Dask scheduler (default: start a LocalCluster)")
     run.add_argument("--n-clusters", type=positive_int, help="k (default: number of distinct labels)")
     run.add_argument("--embedding", default="auto", choices=("auto", "exact", "anchor", "nystrom"),

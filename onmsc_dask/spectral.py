@@ -90,8 +90,9 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
     if rank < k:
         raise ValueError(f"{label}: the {m} uniformly sampled columns of G^({order}) span only {rank} of the {k} "
                          f"directions the Nystrom embedding needs (one per cluster, or n_components; their m x m "
-                         f"block has {rank} positive eigenvalues); use more landmarks (n_landmarks), fewer "
-                         "n_components or embedding='anchor'")
+                         f"block has {rank} positive eigenvalues); use "
+                         f"{'more landmarks (n_landmarks), ' if m < n else ''}fewer n_components or "
+                         "embedding='anchor'")
     H = np.sqrt(m / n) * (E @ U_r / lam)
     H, _ = orthogonalize(H, lam * n / m)
     return _fix_signs(H)

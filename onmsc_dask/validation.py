@@ -49,6 +49,9 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
         X = X.compute()
     if np.issubdtype(X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype, np.complexfloating):
         raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
+    if np.ma.isMaskedArray(X) and np.ma.count_masked(X):
+        raise ValueError(f"{label}: is a masked array with {np.ma.count_masked(X)} masked values; fill them "
+                         "(X.filled(value)) or drop those rows first")
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
     else:
@@ -65,7 +68,15 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     check_finite(X, label)
     col_min, col_max = column_range(X)
     check_not_constant(col_max - col_min, n, label)
-    return X
+    return moderate_scale(X)
+
+
+def moderate_scale(X):
+    """X times the power of two (exact) that brings its largest magnitude into [0.5, 1) when that is beyond
+    2**+-100, where squared distances overflow or underflow; the graphs do not depend on the scale (the kernel
+    width is each point's own neighbour distance). Else X itself."""
+    top = float(abs(X).max())
+    return X if 2.0**-100 <= top <= 2.0**100 else X * 2.0 ** -int(np.frexp(top)[1])
 
 
 def check_finite(X, label: str, first_row: int = 0) -> None:

@@ -242,6 +242,15 @@ def test_nan_view_exits_2_naming_the_view(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_empty_out_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    """--out "" used to write every output into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--dataset", "digits", "--out", ""])
+    assert exit_info.value.code == 2 and "--out: must name a directory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_negative_seed_is_a_usage_error_before_any_output(tmp_path, capsys):
     """It used to end in a TypeError traceback after views.zarr was written."""
     with pytest.raises(SystemExit) as exit_info:
