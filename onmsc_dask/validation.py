@@ -47,15 +47,22 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     label = view_label(p, names)
     if hasattr(X, "compute") and not sp.issparse(X):
         X = X.compute()
-    if np.issubdtype(X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype, np.complexfloating):
+    if not sp.issparse(X) and not hasattr(X, "dtype"):
+        try:  # a list of rows: numpy's errors would not name the view
+            X = np.asarray(X)
+        except ValueError as exc:
+            raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
+    if np.issubdtype(X.dtype, np.complexfloating):
         raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
     if np.ma.isMaskedArray(X) and np.ma.count_masked(X):
         raise ValueError(f"{label}: is a masked array with {np.ma.count_masked(X)} masked values; fill them "
                          "(X.filled(value)) or drop those rows first")
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-    else:
-        X = np.array(X, dtype=np.float64, copy=True, order="C")
+    try:
+        X = sp.csr_matrix(X, dtype=np.float64, copy=True) if sp.issparse(X) else np.array(X, dtype=np.float64,
+                                                                                          copy=True, order="C")
+    except (TypeError, ValueError) as exc:  # text, objects
+        raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
+    if not sp.issparse(X):
         if X.ndim == 1:
             raise ValueError(f"{label}: expected a 2-D array (samples x features), got 1-D; use X.reshape(-1, 1)")
         if X.ndim != 2:
@@ -109,6 +116,14 @@ def zero_rows(X) -> np.ndarray:
     return np.flatnonzero(norms == 0)
 
 
+def _ndim(X) -> int:
+    """np.ndim, or 2 for ragged nested lists (check_view then names the view)."""
+    try:
+        return np.ndim(X)
+    except ValueError:
+        return 2
+
+
 def view_list(views) -> list:
     """``views`` as a list of views, rejecting a single table (array, sparse matrix, dask array, DataFrame, a
     list of rows) or a mapping with an error saying how to pass it."""
@@ -120,7 +135,7 @@ def view_list(views) -> list:
     views = list(views)
     if not views:
         raise ValueError("no views given: pass a list with at least one n x d array")
-    if all(np.ndim(X) < 2 for X in views):
+    if all(_ndim(X) < 2 for X in views):
         raise ValueError("views must be a list of n x d arrays, but every entry is 1-D: a single table given as a "
                          "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")
     return views

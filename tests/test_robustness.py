@@ -81,6 +81,9 @@ BAD_INPUTS = {
     "n_clusters=n": (lambda v: v, {"k": N}, [f"n_clusters={N}", f"< n_samples={N}"]),
     "n_neighbors=n": (lambda v: v, {"n_neighbors": N}, [f"n_neighbors={N}", f"n_neighbors < n_samples={N}"]),
     "no-views": (lambda v: [], {}, ["no views given"]),
+    # numpy's messages used to name no view
+    "text": (lambda v: [v[0], np.full((N, 2), "abc")], {}, ["view 1: is not a numeric n x d array", "'abc'"]),
+    "ragged": (lambda v: [v[0], [[1.0, 2.0], [3.0]] * (N // 2)], {}, ["view 1: is not a numeric n x d array"]),
 }
 
 
