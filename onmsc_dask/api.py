@@ -35,6 +35,8 @@ def _as_views(views, view_names: Sequence[str] | None) -> tuple[list, list[str] 
 
     if isinstance(views, (str, os.PathLike)):
         views = MultiViewStore(views)
+    if isinstance(view_names, str):
+        raise TypeError(f"view_names must be a list of strings (one per view), not the string {view_names!r}")
     names = None if view_names is None else [str(name) for name in view_names]
     if isinstance(views, MultiViewStore):
         return [views.read_view(p) for p in range(views.n_views)], names or views.view_names

@@ -163,6 +163,8 @@ def test_in_memory_messages_use_the_view_names(tmp_path, views, fusion):
         model.fit(_with(views, 1, _set(np.nan, 3, 1)), view_names=["img", "text"])
     with pytest.raises(ValueError, match="3 view names for 2 views"):
         model.fit(views, view_names=["a", "b", "c"])
+    with pytest.raises(TypeError, match="view_names must be a list of strings"):
+        model.fit(views, view_names="ab")
 
 
 def test_all_zero_rows_of_a_euclidean_view_are_points_like_any_other(views):
