@@ -127,6 +127,29 @@ def test_masked_values_are_an_error(views):
         _fit([views[0], masked])
 
 
+def test_few_distinct_rows_make_few_landmarks(tmp_path):
+    """k-means asked for more landmarks than a view has distinct rows returned repeated centres with scikit-learn's
+    ConvergenceWarning; now each distinct centre is one landmark, and too few of them for the embedding are an
+    error naming the view, in memory and out of core."""
+    from onmsc_dask.graph import landmark_centres
+
+    rng = np.random.default_rng(0)
+    y = np.arange(600) % 3
+    blobs = [rng.normal(size=(600, d)) + 3 * y[:, None] for d in (4, 5)]
+    binary = (rng.random((600, 3)) < 0.2 + 0.6 * (y[:, None] == np.arange(3))).astype(float) - 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        centres = landmark_centres([binary], 50, 0)
+    assert len(centres) == len(np.unique(binary, axis=0)) == 8
+    match = r"view 2 \('bits'\): only 8 distinct landmarks \(its rows take few distinct values\), not more than"
+    with pytest.raises(ValueError, match=match):
+        ONMSC(8, embedding="anchor", n_landmarks=50, random_state=0).fit([*blobs, binary],
+                                                                        view_names=["a", "b", "bits"])
+    store = MultiViewStore.create(tmp_path / "s.zarr", [*blobs, binary], view_names=["a", "b", "bits"])
+    with pytest.raises(ValueError, match=match):
+        fit_store(store, 8, n_landmarks=50, random_state=0)
+
+
 def test_bad_store_view_names_the_view(tmp_path, views):
     with pytest.raises(ValueError, match=r"view 1 \('text'\): has 39 rows, expected 40 like view 0 \('img'\)"):
         MultiViewStore.create(tmp_path / "s.zarr", [views[0], views[1][:39]], view_names=["img", "text"])
@@ -557,7 +580,8 @@ def test_fit_store_landmarks_equal_in_memory_select_landmarks(tmp_path):
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fewer_distinct_samples_than_clusters_is_an_error_out_of_core(tmp_path, monkeypatch, sparse):
     """fit_store checks distinct samples too (it used to split 300 copies of 2 samples into 3 clusters): the
-    first rows on the client, then chunk by chunk, so a distinct sample in the last chunk still counts."""
+    first rows on the client, then chunk by chunk, so a distinct sample in the last chunk still counts (the run then
+    passes that check and stops at the next one: view 0 has 2 distinct rows, so 2 landmarks, too few for k = 3)."""
     from onmsc_dask import outofcore
 
     monkeypatch.setattr(outofcore, "DISTINCT_CHECK_ROWS", 10)
@@ -570,10 +594,9 @@ def test_fewer_distinct_samples_than_clusters_is_an_error_out_of_core(tmp_path, 
     assert store.stages() == {}  # nothing was computed
     E = 3 * D
     E[-1] = 5.0  # a third sample, in the last chunk of the second view only
-    labels = fit_store(MultiViewStore.create(tmp_path / "three.zarr", [wrap(D), E], chunk_rows=100), 3,
-                       n_landmarks=20, random_state=0).labels
-    assert [len(np.unique(labels[rows])) for rows in (slice(0, 150), slice(150, 299))] == [1, 1]  # copies together
-    assert len(np.unique(labels[[0, 150, 299]])) == 3
+    with pytest.raises(ValueError, match=r"view 0 \('view0'\): only 2 distinct landmarks"):
+        fit_store(MultiViewStore.create(tmp_path / "three.zarr", [wrap(D), E], chunk_rows=100), 3, n_landmarks=20,
+                  random_state=0)
 
 
 def test_counts_metric_on_negative_values_is_an_error_naming_the_view(tmp_path):
