@@ -17,7 +17,7 @@ from .graph import build_graph, check_components, resolve_graph_inputs, smallest
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import (check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
-                         view_label, view_list)
+                         check_view_names, view_label, view_list)
 from .spectral import average_graph_embedding, embed_graph, resolve_solver
 
 
@@ -35,12 +35,12 @@ def _as_views(views, view_names: Sequence[str] | None) -> tuple[list, list[str] 
 
     if isinstance(views, (str, os.PathLike)):
         views = MultiViewStore(views)
-    if isinstance(view_names, str):
-        raise TypeError(f"view_names must be a list of strings (one per view), not the string {view_names!r}")
-    names = None if view_names is None else [str(name) for name in view_names]
     if isinstance(views, MultiViewStore):
-        return [views.read_view(p) for p in range(views.n_views)], names or views.view_names
-    return [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)], names
+        data, names = [views.read_view(p) for p in range(views.n_views)], views.view_names
+    else:
+        data = [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)]
+        names = None
+    return data, names if view_names is None else check_view_names(view_names, len(data))
 
 
 class ONMSC(ClusterMixin, BaseEstimator):

@@ -14,7 +14,6 @@ import asyncio
 import json
 import logging
 import platform
-import shutil
 import sys
 import time
 import warnings
@@ -353,11 +352,13 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         t = time.perf_counter()
         try:
             fit = _fit(store, n_clusters, args, client, log)
-        except ValueError as exc:  # bad values in a copied store: the error names the user's store, no copy is left
+        except ValueError as exc:  # e.g. bad values in a copied store: the error names the user's store
             if copy_of is None:
                 raise
-            shutil.rmtree(store.path, ignore_errors=True)
-            raise ValueError(str(exc).replace(str(store.path), str(copy_of))) from None
+            message = str(exc)
+            for name in (str(store.path.resolve()), str(store.path)):  # out of core the workers use the former
+                message = message.replace(name, str(copy_of))
+            raise ValueError(message) from None
         timings["fit"] = time.perf_counter() - t
     if fit["resolved"]["pipeline"] == "in_memory":  # fit_store reported its stages as they ran
         for stage, seconds in fit["stages"].items():

@@ -4,13 +4,11 @@ Equation numbers refer to the numbered equations of the ONMSC paper in source or
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import NearestNeighbors
 
 from .validation import (METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
@@ -158,7 +156,7 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
     if anchor and graph.shape[1] <= width:
         raise ValueError(f"{label}: only {graph.shape[1]} distinct landmarks (its rows take few distinct values), "
                          f"not more than {width_label(width, n_clusters)}, so the anchor graph has too few "
-                         "eigenvectors; use embedding='exact' or drop the view")
+                         "eigenvectors; drop the view (or, in memory, use embedding='exact')")
     if c > width:
         raise ValueError(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
                          f"{width_label(width, n_clusters)}, so its top-{width} eigenvectors would pick an arbitrary "
@@ -189,18 +187,19 @@ def landmark_centres(samples: list[np.ndarray], n_landmarks: int, seed: int | No
                      metric: str = "euclidean") -> np.ndarray:
     """k-means centres (one start, 50 Lloyd iterations) of the sampled rows (dense blocks, concatenated) in the
     metric's space (``_prepare``: log1p for counts, unit rows for cosine and counts), where anchor_affinity
-    measures distances; unit-normalized for cosine and counts."""
+    measures distances; unit-normalized for cosine and counts. A sample of at most ``n_landmarks`` distinct rows
+    gives those rows instead (k-means would repeat centres), so there can be fewer landmarks than asked."""
     from sklearn.cluster import KMeans
 
     if init not in LANDMARK_INITS:
         raise ValueError(f"landmark init must be one of {LANDMARK_INITS}, got {init!r}")
     sample = _prepare(np.concatenate(samples), metric)
-    km = KMeans(min(n_landmarks, len(sample)), init=init, n_init=1, max_iter=50, random_state=seed)
-    with warnings.catch_warnings():  # fewer distinct rows than centres: the repeated centres are dropped below
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    distinct = np.unique(sample, axis=0)
+    if len(distinct) <= n_landmarks:
+        centres = distinct
+    else:
+        km = KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed)
         centres = km.fit(sample).cluster_centers_
-    scale = max(float(np.abs(centres).max()), np.finfo(float).tiny)  # means of identical rows differ by rounding
-    centres = centres[np.sort(np.unique(np.round(centres / scale, 9), axis=0, return_index=True)[1])]
     return centres if metric == "euclidean" else _prepare(centres, "cosine")
 
 

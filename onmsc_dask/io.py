@@ -359,8 +359,9 @@ def load_csv(
 ) -> tuple[list[View], np.ndarray | None]:
     """Views from numeric comma-separated UTF-8 files, one per view, and labels from `y_path`.
 
-    The first row is a header, and skipped, when it has a text field, or is exactly 0, 1, ..., d-1 with d > 1
-    (pandas' names for unnamed columns; a one-column file starting with 0, such as labels, is data). A header
+    The first row is a header, and skipped, when it has a text field, or is exactly 0, 1, ..., d-1 (pandas' names
+    for unnamed columns) after an index column's empty name, or with d >= 3 (with a warning; a first row 0 or 0, 1,
+    e.g. labels or a one-hot sample, is data). A header
     whose first field is empty, as pandas writes with its index (``df.to_csv(path)``), marks an index column,
     which is dropped (it must be numeric like the rest). An empty field is an error. Errors give 1-based file
     line and column numbers.
@@ -395,8 +396,11 @@ def _read_csv(path: Path) -> np.ndarray:
             fields = [field.strip() for field in first.split(",")]
             index = fields[0] == "" and len(fields) > 1
             names = fields[index:]
-            header = (names == [str(i) for i in range(len(names))] and len(fields) > 1
-                      or any(name and not _is_number(name) for name in names))
+            numbered = names == [str(i) for i in range(len(names))]  # pandas' names of unnamed columns
+            header = numbered and (index or len(names) >= 3) or any(name and not _is_number(name) for name in names)
+            if header and numbered and not index:  # a sample could read 0, 1, 2, ... too
+                user_warning(f"{path}: first row {first.strip()} taken as column names (as pandas writes them), "
+                             "not as a sample")
             data = np.loadtxt(lines if header else itertools.chain([first], lines), delimiter=",", ndmin=2,
                               dtype=np.float64)
     except UnicodeDecodeError as exc:

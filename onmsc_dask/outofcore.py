@@ -37,8 +37,9 @@ from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anch
                        eigvecs_from_factor)
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
-                         check_n_components, check_n_distinct, check_not_constant, check_seed, check_tol, column_range,
-                         metric_list, n_distinct, row_ids, row_keys, view_label, warn_zero_rows, zero_rows)
+                         check_n_components, check_n_distinct, check_not_constant, check_scale, check_seed,
+                         check_tol, column_range, metric_list, n_distinct, row_ids, row_keys, view_label,
+                         warn_zero_rows, zero_rows)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
 
@@ -133,6 +134,7 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tup
     rows = sum(s.rows for s in summaries)
     spread = np.max([s.col_max for s in summaries], axis=0) - np.min([s.col_min for s in summaries], axis=0)
     check_not_constant(spread, rows, label)
+    check_scale(max(max(np.abs(s.col_min).max(), np.abs(s.col_max).max()) for s in summaries), label)
     resolved = metric_from_values(metric, min(s.min_value for s in summaries),
                                   sum(s.zero_fraction * s.rows for s in summaries) / rows,
                                   all(s.integer for s in summaries), label)

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from .validation import check_finite, check_int, check_same_rows, view_label, view_list
+from .validation import check_finite, check_int, check_same_rows, check_view_names, view_label, view_list
 
 __all__ = ["MultiViewStore", "as_labels"]
 
@@ -134,7 +134,7 @@ class MultiViewStore:
         """
         path = Path(path)
         views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views)]
-        names = _check_view_names(view_names, len(views))
+        names = check_view_names(view_names, len(views))
         n = _check_views(views, names)
         labels = None if y is None else as_labels(y, n)
         metadata = _to_json({} if metadata is None else metadata, "metadata")
@@ -318,19 +318,6 @@ class MultiViewStore:
 # ---------------------------------------------------------------- validation
 
 
-def _check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str]:
-    if view_names is None:
-        return [f"view{p}" for p in range(n_views)]
-    if isinstance(view_names, str):
-        raise TypeError(f"view_names: must be a list of strings (one per view), not the string {view_names!r}")
-    names = list(view_names)
-    if len(names) != n_views:
-        raise ValueError(f"view_names: has {len(names)} names for {n_views} views")
-    if not all(isinstance(s, str) for s in names) or len(set(names)) != n_views:
-        raise ValueError(f"view_names: must be distinct strings, got {names}")
-    return names
-
-
 def _check_views(views: list[ViewInput], names: list[str]) -> int:
     """Check every view is a non-empty numeric matrix with as many rows as view 0; return n."""
     for p, view in enumerate(views):
@@ -371,6 +358,8 @@ def _params_hash(params: Any) -> str:
 
 def _prepare_target(path: Path, overwrite: bool) -> None:
     """Refuse an existing path, unless `overwrite` and it is an empty dir or a zarr store."""
+    if path.is_symlink():
+        raise FileExistsError(f"{path} is a symbolic link; give the store's own path")
     if not path.exists():
         return
     if not overwrite:
@@ -390,8 +379,12 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    shutil.rmtree(path, ignore_errors=True)
+    old = path.with_name(path.name + ".old")  # renames only: the old store is whole until the new one is in place
+    shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        path.rename(old)
     partial.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 # ------------------------------------------------------------------- writing

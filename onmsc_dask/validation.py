@@ -78,12 +78,30 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     return moderate_scale(X)
 
 
+#: views whose largest magnitude lies outside [2**-SCALE_EXPONENT, 2**SCALE_EXPONENT] have squared distances
+#: that overflow or underflow
+SCALE_EXPONENT = 100
+
+
+def check_scale(top: float, label: str) -> None:
+    """Out of core, where a view is read chunk by chunk and not rescaled (moderate_scale): its largest magnitude
+    `top` must lie within 2**+-SCALE_EXPONENT."""
+    if top and not 2.0**-SCALE_EXPONENT <= top <= 2.0**SCALE_EXPONENT:
+        raise ValueError(f"{label}: its largest magnitude is {top:.3g}, beyond 2**+-{SCALE_EXPONENT}, where squared "
+                         "distances overflow or underflow; multiply the view by a constant (the clustering does not "
+                         "depend on its scale) before writing the store, or fit it in memory")
+
+
 def moderate_scale(X):
-    """X times the power of two (exact) that brings its largest magnitude into [0.5, 1) when that is beyond
-    2**+-100, where squared distances overflow or underflow; the graphs do not depend on the scale (the kernel
-    width is each point's own neighbour distance). Else X itself."""
-    top = float(abs(X).max())
-    return X if 2.0**-100 <= top <= 2.0**100 else X * 2.0 ** -int(np.frexp(top)[1])
+    """X (a float64 copy, changed in place) times the power of two (exact) that brings its largest magnitude into
+    [0.5, 1) when that is beyond 2**+-SCALE_EXPONENT. The graphs do not depend on the scale (the kernel width is each
+    point's own neighbour distance; only the counts metric's log1p is not scale-free, and counts do not reach
+    2**100). Else X as it is."""
+    values = X.data if sp.issparse(X) else X
+    top = float(np.abs(values).max())
+    if top and not 2.0**-SCALE_EXPONENT <= top <= 2.0**SCALE_EXPONENT:
+        values[...] = np.ldexp(values, -int(np.frexp(top)[1]))
+    return X
 
 
 def check_finite(X, label: str, first_row: int = 0) -> None:
@@ -141,11 +159,25 @@ def view_list(views) -> list:
     return views
 
 
+def check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str]:
+    """One distinct string per view (``view0``, ``view1``, ... for None)."""
+    if view_names is None:
+        return [f"view{p}" for p in range(n_views)]
+    if isinstance(view_names, str):
+        raise TypeError(f"view_names: must be a list of strings (one per view), not the string {view_names!r}")
+    names = list(view_names)
+    if len(names) != n_views:
+        raise ValueError(f"view_names: has {len(names)} names for {n_views} views")
+    if not all(isinstance(s, str) for s in names) or len(set(names)) != n_views:
+        raise ValueError(f"view_names: must be distinct strings, got {names}")
+    return names
+
+
 def check_views(views, view_names: Sequence[str] | None = None) -> list:
     """Validate a list of views: each 2-D, finite, non-constant, all with the same number of rows."""
     views = view_list(views)
-    if view_names is not None and len(view_names) != len(views):
-        raise ValueError(f"{len(view_names)} view names for {len(views)} views")
+    if view_names is not None:
+        check_view_names(view_names, len(views))
     checked = [check_view(X, p, view_names) for p, X in enumerate(views)]
     check_same_rows([X.shape[0] for X in checked], view_names)
     return checked
@@ -235,7 +267,7 @@ def width_label(width: int, n_clusters: int) -> str:
 def default_n_landmarks(n_samples: int, width: int) -> int:
     """m for ``n_landmarks=None``: 1000, but at most n / 10 (a landmark stands for 10 samples or more; with about
     one sample per landmark the anchor graph falls apart), and at least twice the embedding width."""
-    return min(1000, max(n_samples // 10, 2 * width))
+    return max(min(1000, n_samples // 10), 2 * width)
 
 
 def check_landmarks(n_landmarks: int | None, n_nearest: int | None, n_clusters: int, n_samples: int,
@@ -261,7 +293,7 @@ def metric_list(metric: str | Sequence[str], n_views: int) -> list[str]:
     if isinstance(metric, str):
         metrics = [metric] * n_views
     else:
-        metrics = list(metric) if isinstance(metric, (list, tuple)) else []
+        metrics = list(metric) if isinstance(metric, (list, tuple, np.ndarray)) else []
     if not metrics or any(m != "auto" and m not in METRICS for m in metrics):
         raise ValueError(f"metric must be 'auto' or one of {METRICS}, or a list of them (one per view), "
                          f"got {metric!r}")

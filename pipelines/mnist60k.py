@@ -28,6 +28,7 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import scipy.fft
@@ -209,7 +210,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     with make_client(args) as client:  # first: a wrong --scheduler fails before anything is read or written
         t0 = time.perf_counter()
-        store = build_store(args.data_dir, args.store or args.out_dir / "views.zarr", args.limit, args.chunk_rows)
+        with dask.config.set(scheduler="threads"):  # the views are computed here, not shipped to the cluster
+            store = build_store(args.data_dir, args.store or args.out_dir / "views.zarr", args.limit, args.chunk_rows)
         t_store = time.perf_counter() - t0
         if args.limit is not None and args.limit > store.n_samples:
             print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "

@@ -390,10 +390,16 @@ def test_load_csv_drops_pandas_index_column(tmp_path, dataset, columns):
 def test_load_csv_pandas_default_column_names_are_a_header(tmp_path, dataset):
     """``to_csv(index=False)`` writes the header 0,1,...,d-1, which used to be read as a sample (N + 1 rows)."""
     views, y = dataset
-    got, _ = load_csv(_pandas_csv(tmp_path / "v.csv", views[0], index=False))
+    assert views[0].shape[1] >= 3
+    with pytest.warns(UserWarning, match=r"v\.csv: first row 0,1,2.* taken as column names \(as pandas writes them\)"):
+        got, _ = load_csv(_pandas_csv(tmp_path / "v.csv", views[0], index=False))
     _assert_views_equal(got, views[:1])
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")  # one column starting with 0: labels, not a header
-    np.testing.assert_array_equal(load_csv(tmp_path / "v.csv", y_path=tmp_path / "y.csv")[1], y)
+    with pytest.warns(UserWarning):
+        np.testing.assert_array_equal(load_csv(tmp_path / "v.csv", y_path=tmp_path / "y.csv")[1], y)
+    one_hot = np.eye(2)[[1, 0, 1, 1]]  # a first sample 0,1 is data (d < 3), not pandas' names
+    np.savetxt(tmp_path / "h.csv", one_hot, delimiter=",", fmt="%d")
+    _assert_views_equal(load_csv(tmp_path / "h.csv")[0], [one_hot])
 
 
 @pytest.mark.parametrize(

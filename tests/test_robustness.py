@@ -118,6 +118,15 @@ def test_extreme_feature_scales_give_the_same_labels(views, factor):
     np.testing.assert_array_equal(_fit([views[0], sp.csr_matrix(views[1] * factor)]).labels_, base)
 
 
+def test_subnormal_values_and_extreme_scales_out_of_core(tmp_path, views):
+    """Subnormal magnitudes (1e-309) used to raise OverflowError in the rescaling; out of core, where a view is not
+    rescaled, 1e155 ended in a misleading 'only 1 distinct landmarks' (cosine norms overflowed to zero rows)."""
+    _valid(_fit([views[0], views[1] * 1e-309]), N, 3)
+    store = MultiViewStore.create(tmp_path / "s.zarr", [views[0], views[1] * 1e155], view_names=["a", "big"])
+    with pytest.raises(ValueError, match=r"view 1 \('big'\): its largest magnitude is 9\.97e\+154, beyond 2\*\*\+-100"):
+        fit_store(store, 3, **OOC)
+
+
 def test_masked_values_are_an_error(views):
     """np.array() used to drop the mask, so masked entries were clustered as their hidden values."""
     masked = np.ma.masked_array(views[1], mask=np.zeros(views[1].shape, bool))
@@ -184,9 +193,9 @@ def test_in_memory_messages_use_the_view_names(tmp_path, views, fusion):
         model.fit(store.path)
     with pytest.raises(ValueError, match=r"view 1 \('text'\): contains NaN"):
         model.fit(_with(views, 1, _set(np.nan, 3, 1)), view_names=["img", "text"])
-    with pytest.raises(ValueError, match="3 view names for 2 views"):
+    with pytest.raises(ValueError, match="view_names: has 3 names for 2 views"):
         model.fit(views, view_names=["a", "b", "c"])
-    with pytest.raises(TypeError, match="view_names must be a list of strings"):
+    with pytest.raises(TypeError, match="view_names: must be a list of strings"):
         model.fit(views, view_names="ab")
 
 

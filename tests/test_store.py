@@ -311,7 +311,19 @@ def test_overwrite_with_dask_views_of_the_store_itself(tmp_path, rng):
     for p, expected in enumerate([X0, X1, X1[:, :3]]):
         np.testing.assert_array_equal(new.read_view(p), expected)
     np.testing.assert_array_equal(new.labels, np.arange(N) % 3)
-    assert not (tmp_path / "s.zarr.partial").exists()
+    assert not (tmp_path / "s.zarr.partial").exists() and not (tmp_path / "s.zarr.old").exists()
+
+
+def test_a_symlinked_target_is_refused_before_writing(tmp_path, rng):
+    """Overwriting through a symbolic link wrote the new store, then failed in the replacement (NotADirectoryError),
+    leaving path.partial behind."""
+    X = rng.normal(size=(N, 3))
+    MultiViewStore.create(tmp_path / "real.zarr", [X])
+    (tmp_path / "link.zarr").symlink_to(tmp_path / "real.zarr")
+    with pytest.raises(FileExistsError, match="link.zarr is a symbolic link; give the store's own path"):
+        MultiViewStore.create(tmp_path / "link.zarr", [X + 1], overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.zarr", "real.zarr"]
+    np.testing.assert_array_equal(MultiViewStore(tmp_path / "real.zarr").read_view(0), X)
 
 
 def _block_raising(rng, error: Exception) -> da.Array:
