@@ -37,7 +37,7 @@ import onmsc_dask  # noqa: E402
 from onmsc_dask.api import ONMSC  # noqa: E402
 from onmsc_dask.assign import assign_labels, normalize_rows  # noqa: E402
 from onmsc_dask.baselines import AverageGraphSC, LinearCombination, SingleBestView  # noqa: E402
-from onmsc_dask.early_fusion import fit_early_fusion  # noqa: E402
+from onmsc_dask.api import fit_early_fusion  # noqa: E402
 from onmsc_dask.fusion import late_fusion  # noqa: E402
 from onmsc_dask.io import load_mat  # noqa: E402
 from onmsc_dask.metrics import evaluate  # noqa: E402

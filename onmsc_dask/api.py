@@ -5,6 +5,7 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import dask
 import numpy as np
@@ -12,13 +13,13 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels
-from .early_fusion import check_alpha, fit_early_fusion
-from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors
+from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
+from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors, view_graphs
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import (check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
                          check_view_names, view_label, view_list)
-from .spectral import average_graph_embedding, embed_graph, resolve_solver
+from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
 
 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str):
@@ -41,6 +42,47 @@ def _as_views(views, view_names: Sequence[str] | None) -> tuple[list, list[str] 
         data = [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)]
         names = None
     return data, names if view_names is None else check_view_names(view_names, len(data))
+
+
+@dataclass
+class EarlyFusionFit:
+    labels: np.ndarray
+    inertia: float
+    result: EarlyFusionResult
+    affinities: list[sp.csr_matrix]
+    metric: list[str]
+    n_neighbors: int
+    related: np.ndarray  # views kept by fusion.related_views (the others have weight 0)
+
+
+def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | str = "auto",
+                     n_neighbors: int | None = None, metric: str | Sequence[str] = "auto", joint: bool = True,
+                     n_init: int = 10, tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
+                     drop_unrelated_views: bool = True, view_embeddings: np.ndarray | None = None,
+                     view_names: Sequence[str] | None = None, random_state: int | None = None) -> EarlyFusionFit:
+    """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
+    learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
+    ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views), judged
+    on ``view_embeddings``, the first-order embeddings H_p^(1) of these graphs, shape (v, >= 1, n, k) (a late fit's
+    ``view_embeddings_`` at the same N), or, when None, on embeddings computed here once per view. Messages name
+    the views by ``view_names`` when given."""
+    check_int("order", order)
+    check_alpha(alpha)
+    graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state, view_names)
+    seed = 0 if random_state is None else random_state
+    related = np.ones(len(graphs), bool)
+    if drop_unrelated_views and len(graphs) > 1:
+        H = (np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]) if view_embeddings is None
+             else view_embeddings)
+        related, shares = related_views(H)
+        warn_unrelated(related, shares, graphs[0].shape[0], n_clusters, view_names)
+    used = np.flatnonzero(related)
+    res = early_fusion([graphs[p] for p in used], n_clusters, order, alpha, joint=joint, tol=tol,
+                       max_iter=max_iter, random_state=seed)
+    res.view_weights = full_weights(res.view_weights, used, len(graphs))
+    X = res.affinity_embedding if lambda_scaled else res.embedding
+    labels, inertia = assign_labels(X, n_clusters, n_init=n_init, random_state=random_state)
+    return EarlyFusionFit(labels, inertia, res, graphs, metrics, N, related)
 
 
 class ONMSC(ClusterMixin, BaseEstimator):
@@ -234,7 +276,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return check_lambda(name, value, positive=name == "lambda2")
 
     def _fit_early(self, views, names: list[str] | None, t0: float) -> None:
-        """ONMSC-EF: Eq. 10 by early_fusion.fit_early_fusion (validates the views itself). The default N is the
+        """ONMSC-EF: Eq. 10 by fit_early_fusion (validates the views itself). The default N is the
         one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
         worse N on MSRC-v5); that late fit's first-order embeddings of the same graphs serve the related-views
         check, and its warnings are left to early fusion, which checks the same views and graphs."""
@@ -259,5 +301,5 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.n_iter_, self.converged_ = r.n_iter, r.converged
         self.timings_ = {"total": time.perf_counter() - t0}
 
-    def fit_predict(self, views, y=None) -> np.ndarray:
-        return self.fit(views).labels_
+    def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
+        return self.fit(views, **fit_params).labels_

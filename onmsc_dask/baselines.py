@@ -1,12 +1,12 @@
 """Baselines of the paper's comparison and ablation, as estimators with ``fit(views)`` / ``labels_``.
 
-All share the ONMSC graph construction (``early_fusion.view_graphs``: same metric and neighbour defaults).
+All share the ONMSC graph construction (``graph.view_graphs``: same metric and neighbour defaults).
 
 - ``SingleBestView`` (SB-SC): spectral clustering of every view, the best one chosen label-free by eigengap.
 - ``AverageGraphSC`` (A-MVSC): spectral clustering of the average affinity (1/v) sum_p A_p.
 - ``LinearCombination`` (BL; ``order=2``: BL+HCI): min_{mu, H} tr(H^T L_mu H) + alpha mu^T M mu with
   L_mu = sum_{o<=O} sum_p mu_p L_p^(o) (Liu et al. 2016's matrix-induced regularisation on Laplacians).
-- BL+NLM and BL+NLM+HCI are ONMSC-EF with order 1 and 2: ``early_fusion.fit_early_fusion(order=...)``.
+- BL+NLM and BL+NLM+HCI are ONMSC-EF with order 1 and 2: ``api.fit_early_fusion(order=...)``.
 """
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from .assign import assign_labels
-from .early_fusion import EarlyFusionProblem, view_graphs
-from .fusion import simplex_qp
-from .graph import NormalizedHighOrderAffinity
+from .early_fusion import EarlyFusionProblem
+from .fusion import converged, simplex_qp
+from .graph import NormalizedHighOrderAffinity, view_graphs
 from .metrics import evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
-from .validation import check_seed
+from .validation import check_int, check_lambda, check_seed, check_tol
 
 
 class _GraphClustering(ClusterMixin, BaseEstimator):
@@ -43,9 +43,6 @@ class _GraphClustering(ClusterMixin, BaseEstimator):
 
     def _labels(self, H: np.ndarray) -> np.ndarray:
         return assign_labels(H, self.n_clusters, n_init=self.n_init, random_state=self._seed())[0]
-
-    def fit_predict(self, views, y=None) -> np.ndarray:
-        return self.fit(views).labels_
 
 
 class SingleBestView(_GraphClustering):
@@ -77,7 +74,7 @@ class AverageGraphSC(_GraphClustering):
         return self
 
 
-class LinearCombination(_GraphClustering):
+class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians and the diversity term
     """BL: min_{H^T H = I, mu in simplex} tr(H^T L_mu H) + alpha mu^T M mu, L_mu = sum_{o,p} mu_p L_p^(o);
     ``order=2`` is BL+HCI. Alternates H = top-k eigenvectors of sum_{o,p} mu_p G_p^(o) and the exact simplex QP
     for mu; the objective never increases. ``alpha="auto"`` = k * O (M_pp = O; the late-fusion lambda2 rule)."""
@@ -93,8 +90,10 @@ class LinearCombination(_GraphClustering):
         self.max_iter = max_iter
 
     def fit(self, views, y=None):
-        k, O = self.n_clusters, self.order
-        self.alpha_ = float(k * O) if self.alpha == "auto" else float(self.alpha)
+        k, O = self.n_clusters, check_int("order", self.order)
+        check_int("max_iter", self.max_iter)
+        check_tol(self.tol)
+        self.alpha_ = float(k * O) if self.alpha == "auto" else check_lambda("alpha", self.alpha, True, ["auto"])
         problem = EarlyFusionProblem(self._graphs(views), k, O, self.alpha_, self._seed() or 0)
         mu = np.full(len(problem.ops), 1.0 / len(problem.ops))
         H = top_eigenvectors(problem.combined(mu), k, problem.random_state)[1]
@@ -105,7 +104,7 @@ class LinearCombination(_GraphClustering):
             H = top_eigenvectors(problem.combined(mu), k, problem.random_state)[1]  # argmin_H tr(H^T L_mu H)
             c = O * k - problem.compressions(H).sum(axis=1)
             self.objective_.append(float(c @ mu + self.alpha_ * mu @ problem.M @ mu))
-            if abs(self.objective_[-2] - self.objective_[-1]) <= self.tol * abs(self.objective_[-1]):
+            if converged(self.objective_[-2], self.objective_[-1], self.tol):
                 break
         self.embedding_ = H
         self.view_weights_, self.n_iter_ = mu, it

@@ -18,11 +18,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .assign import assign_labels
-from .fusion import full_weights, related_views, simplex_qp, warn_unrelated
-from .graph import NormalizedHighOrderAffinity, check_components, resolve_graph_inputs, view_affinity
-from .spectral import exact_embedding, top_eigenvectors
-from .validation import check_int, check_lambda, view_label
+from .fusion import converged, simplex_qp
+from .graph import NormalizedHighOrderAffinity
+from .spectral import top_eigenvectors
+from .validation import check_lambda
 
 #: floats in each of the two v x n x b arrays of a column block of the exact traces, about 32 MB
 TRACE_BLOCK_FLOATS = 2**22
@@ -46,7 +45,7 @@ class EarlyFusionResult:
         return self.P * self.Lambda
 
 
-def trace_matrices(ops: list[list[NormalizedHighOrderAffinity]]) -> tuple[np.ndarray, np.ndarray]:
+def trace_matrices(ops: list[list[NormalizedHighOrderAffinity]]) -> tuple[np.ndarray, np.ndarray]:  # M of Eq. 9
     """Exact R_pq = sum_o tr(G_p^(o) G_q^(o)) and M_pq = sum_o <A_p^o, A_q^o>_F / (||A_p^o||_F ||A_q^o||_F),
     from column blocks A_p^o E_B (n x b), o = 1..O built by repeated sparse products: O(n v O nnz(A)) time."""
     v, O, n = len(ops), len(ops[0]), ops[0][0].shape[0]
@@ -140,60 +139,8 @@ def early_fusion(affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: f
         H = problem.update_h(P, lam)  # (a)
         result.objective.append(problem.objective(H, P, lam, mu))
         result.n_iter = it
-        if abs(result.objective[-2] - result.objective[-1]) <= tol * abs(result.objective[-1]):
+        if converged(result.objective[-2], result.objective[-1], tol):
             result.converged = True
             break
     result.embedding, result.view_weights, result.P, result.Lambda = H, mu, P, lam
     return result
-
-
-def view_graphs(views, n_clusters: int, n_neighbors: int | None = None, metric: str | Sequence[str] = "auto",
-                random_state: int | None = None,
-                view_names: Sequence[str] | None = None) -> tuple[list[sp.csr_matrix], list[str], int]:
-    """Validated views -> kNN affinities A_p (Eq. 1) with the ONMSC defaults; returns graphs, metrics, N."""
-    views, k, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric, view_names)
-    graphs = [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)]
-    for p, (X, A) in enumerate(zip(views, graphs)):
-        check_components(A, view_label(p, view_names), k, view=X)
-    return graphs, metrics, N
-
-
-@dataclass
-class EarlyFusionFit:
-    labels: np.ndarray
-    inertia: float
-    result: EarlyFusionResult
-    affinities: list[sp.csr_matrix]
-    metric: list[str]
-    n_neighbors: int
-    related: np.ndarray  # views kept by fusion.related_views (the others have weight 0)
-
-
-def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | str = "auto",
-                     n_neighbors: int | None = None, metric: str | Sequence[str] = "auto", joint: bool = True,
-                     n_init: int = 10, tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
-                     drop_unrelated_views: bool = True, view_embeddings: np.ndarray | None = None,
-                     view_names: Sequence[str] | None = None, random_state: int | None = None) -> EarlyFusionFit:
-    """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
-    learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
-    ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views), judged
-    on ``view_embeddings``, the first-order embeddings H_p^(1) of these graphs, shape (v, >= 1, n, k) (a late fit's
-    ``view_embeddings_`` at the same N), or, when None, on embeddings computed here once per view. Messages name
-    the views by ``view_names`` when given."""
-    check_int("order", order)
-    check_alpha(alpha)
-    graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state, view_names)
-    seed = 0 if random_state is None else random_state
-    related = np.ones(len(graphs), bool)
-    if drop_unrelated_views and len(graphs) > 1:
-        H = (np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]) if view_embeddings is None
-             else view_embeddings)
-        related, shares = related_views(H)
-        warn_unrelated(related, shares, graphs[0].shape[0], n_clusters, view_names)
-    used = np.flatnonzero(related)
-    res = early_fusion([graphs[p] for p in used], n_clusters, order, alpha, joint=joint, tol=tol,
-                       max_iter=max_iter, random_state=seed)
-    res.view_weights = full_weights(res.view_weights, used, len(graphs))
-    X = res.affinity_embedding if lambda_scaled else res.embedding
-    labels, inertia = assign_labels(X, n_clusters, n_init=n_init, random_state=random_state)
-    return EarlyFusionFit(labels, inertia, res, graphs, metrics, N, related)

@@ -42,12 +42,7 @@ def shared_structure(H: np.ndarray) -> np.ndarray:
     """s_pq = ||U_p^T U_q||_F^2 / (k - 1) for U_p the first-order H_p without its top (trivial, degree)
     eigenvector, H of shape (v, O, n, k): the share of the cluster directions two views have in common (1 for
     the same subspace; (k - 1) / n expected for independent random subspaces)."""
-    v, k1 = len(H), max(H.shape[-1] - 1, 1)
-    S = np.empty((v, v))
-    for p in range(v):  # pair by pair: no v x n x k intermediate (n may be millions)
-        for q in range(p, v):
-            S[p, q] = S[q, p] = np.sum((H[p, 0, :, 1:].T @ H[q, 0, :, 1:]) ** 2) / k1
-    return S
+    return alignment_matrix(H[:, :1, :, 1:])
 
 
 def related_threshold(n: int, k: int, n_views: int) -> float:
@@ -158,13 +153,19 @@ def combine(H: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
     return np.einsum("p,ponk->nk", mu, rotate(H, W))
 
 
-def _value(S, F, Hstar, mu, M, lambda1: float, lambda2: float) -> float:
+def late_fusion_objective(S, F, Hstar, mu, M, lambda1: float, lambda2: float) -> float:
+    """J = tr(H*^T S) + lambda1 tr(H*^T F) - lambda2 mu^T M mu, S = sum mu_p H_p^(o) W_p^(o)."""  # Eq. 11
     return float(np.sum(Hstar * S) + lambda1 * np.sum(Hstar * F) - lambda2 * mu @ M @ mu)
 
 
 def objective(H, F, Hstar, W, mu, M, lambda1: float, lambda2: float) -> float:
-    """J of Eq. 11."""
-    return _value(combine(H, W, mu), F, Hstar, mu, M, lambda1, lambda2)
+    """J of Eq. 11 from the views' H and rotations W."""
+    return late_fusion_objective(combine(H, W, mu), F, Hstar, mu, M, lambda1, lambda2)
+
+
+def converged(previous: float, current: float, tol: float) -> bool:
+    """The stopping rule of the alternating solvers: relative change of the objective at most ``tol``."""
+    return abs(current - previous) <= tol * abs(current)
 
 
 def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *, tol: float = 1e-4,
@@ -184,18 +185,18 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
     S = combine(H, W, mu)
     Hstar = polar(S + lambda1 * F)
     result = LateFusionResult(Hstar, mu, W)
-    previous = _value(S, F, Hstar, mu, M, lambda1, lambda2)
+    previous = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
     for it in range(1, max_iter + 1):
         W = np.stack([np.stack([polar(H[p, o].T @ Hstar) for o in range(O)]) for p in range(v)])  # Eq. 14
         R = rotate(H, W)  # each H_p^(o) W_p^(o) once per iteration
         a = np.einsum("ponk,nk->p", R, Hstar)  # tr(H*^T sum_o H_p W_p)
-        mu = simplex_qp(M, a / lambda2)  # Eq. 15, f_p = tr(H*^T sum_o H_p W_p) / lambda2
+        mu = simplex_qp(M, a / lambda2)  # Eq. 15 with f = a / lambda2 (the paper's lambda1 / lambda2 is a typo)
         S = np.einsum("p,ponk->nk", mu, R)
         Hstar = polar(S + lambda1 * F)  # Eq. 12, maximised by polar
-        current = _value(S, F, Hstar, mu, M, lambda1, lambda2)
+        current = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
         result.objective.append(current)
         result.n_iter = it
-        if abs(current - previous) <= tol * abs(current):
+        if converged(previous, current, tol):
             result.converged = True
             break
         previous = current

@@ -225,6 +225,11 @@ def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp
     return sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * r + 1, r)), shape=(n, L.shape[0]))
 
 
+def inv_sqrt(values: np.ndarray) -> np.ndarray:
+    """values^-1/2, and 0 where a value is 0 (an isolated sample's degree, an unused landmark)."""
+    return np.where(values > 0, 1.0 / np.sqrt(np.where(values > 0, values, 1.0)), 0.0)
+
+
 class NormalizedHighOrderAffinity(LinearOperator):
     """G = D^-1/2 A^o D^-1/2 with D = diag(A^o 1); A^o is applied as o products, never formed."""  # Eqs. 2-3, 7-8
 
@@ -237,7 +242,7 @@ class NormalizedHighOrderAffinity(LinearOperator):
         if (degrees <= 0).any():
             user_warning(f"{int((degrees <= 0).sum())} isolated points (zero degree) at order {order}; "
                          "they get zero rows in G")
-        self.inv_sqrt_degrees = np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
+        self.inv_sqrt_degrees = inv_sqrt(degrees)
         super().__init__(np.float64, (n, n))
 
     def power(self, x: np.ndarray) -> np.ndarray:
@@ -281,3 +286,14 @@ def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric
         zr = zero_rows(X)
         warn_zero_rows(zr.size, zr[:5].tolist(), m, view_label(p, view_names))
     return views, k, N, metrics
+
+
+def view_graphs(views, n_clusters: int, n_neighbors: int | None = None, metric: str | Sequence[str] = "auto",
+                random_state: int | None = None,
+                view_names: Sequence[str] | None = None) -> tuple[list[sp.csr_matrix], list[str], int]:
+    """Validated views -> kNN affinities A_p (Eq. 1) with the ONMSC defaults; returns graphs, metrics, N."""
+    views, k, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric, view_names)
+    graphs = [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)]
+    for p, (X, A) in enumerate(zip(views, graphs)):
+        check_components(A, view_label(p, view_names), k, view=X)
+    return graphs, metrics, N

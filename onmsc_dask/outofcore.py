@@ -32,9 +32,9 @@ from .assign import assign_labels
 from .fusion import full_weights, fuse_views, related_views, warn_unrelated
 from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows,
                     metric_from_values, value_summary)
-from .spectral import (_fix_signs, anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
+from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
                        anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
-                       eigvecs_from_factor)
+                       eigvecs_from_factor, fix_signs)
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_not_constant, check_scale, check_seed,
@@ -187,7 +187,7 @@ def _gram_embedding(Zc: list[Any], k: int, seed: int) -> Delayed:
     S = _tree_sum([dask.delayed(anchor_scaled_gram, pure=True)(z, pieces) for z in Zc])
     T, vals = dask.delayed(anchor_gram_transform, pure=True, nout=2)(S, k, seed)
     H = dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
-    return dask.delayed(tuple, pure=True)([dask.delayed(_fix_signs, pure=True)(H), vals])
+    return dask.delayed(tuple, pure=True)([dask.delayed(fix_signs, pure=True)(H), vals])
 
 
 def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k: int,

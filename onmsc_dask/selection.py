@@ -4,7 +4,8 @@ Each candidate's fused embedding H* is clustered and scored by the k-means disto
 rows (mean squared distance to the nearest centre): every H* is an orthonormal n x k matrix, so the scores
 are comparable, and lower means the rows form k tighter, better separated groups. No labels are used.
 Measured on the shared benchmarks (docs/defaults.md), this tracks ACC (Spearman 0.33-0.70) while a fixed
-guess of (lambda1, lambda2) can collapse mu onto one view.
+guess of (lambda1, lambda2) can collapse mu onto one view. It runs fusion and assignment for each candidate, so
+it comes after both stages (only ``api`` uses it).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import eigsh
 
-from .graph import NormalizedHighOrderAffinity
+from .graph import NormalizedHighOrderAffinity, inv_sqrt
 
 SOLVERS = ("exact", "nystrom", "anchor")
 #: ``auto`` uses the exact kNN solver up to this many samples and the anchor graph above (docs/solvers.md)
@@ -29,7 +29,7 @@ def resolve_solver(solver: str, n_samples: int) -> str:
     return solver
 
 
-def _fix_signs(H: np.ndarray) -> np.ndarray:
+def fix_signs(H: np.ndarray) -> np.ndarray:
     """Deterministic sign: the entry of largest magnitude in each column is positive."""
     idx = np.abs(H).argmax(axis=0)
     return H * np.sign(H[idx, np.arange(H.shape[1])])
@@ -45,7 +45,7 @@ def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.nda
         v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
         vals, vecs = eigsh(G, k=k, which="LA", v0=v0, ncv=min(n, max(2 * k + 1, 40)), tol=1e-8)
     order = np.argsort(vals)[::-1][:k]
-    return vals[order], _fix_signs(vecs[:, order])
+    return vals[order], fix_signs(vecs[:, order])
 
 
 def exact_embedding(A, k: int, order: int, random_state: int | None = None) -> np.ndarray:
@@ -95,7 +95,7 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
                          "embedding='anchor'")
     H = np.sqrt(m / n) * (E @ U_r / lam)
     H, _ = orthogonalize(H, lam * n / m)
-    return _fix_signs(H)
+    return fix_signs(H)
 
 
 # The anchor operator split by rows: anchor_factor(Z) = anchor_factor_rows(Z, anchor_factor_pieces(
@@ -115,7 +115,7 @@ def anchor_column_sums(Z: sp.csr_matrix) -> np.ndarray:
 def anchor_factor_pieces(lam: np.ndarray) -> dict[str, np.ndarray]:
     """The m-sized parts of anchor_factor from Lambda: Lambda^-1/2 and u = B^T 1, so that the degrees are
     A 1 = B u."""
-    scale = np.where(lam > 0, 1.0 / np.sqrt(np.where(lam > 0, lam, 1.0)), 0.0)
+    scale = inv_sqrt(lam)
     return {"scale": scale, "u": scale * lam}
 
 
@@ -123,11 +123,11 @@ def anchor_scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, n
     """B = Z Lambda^-1/2 and D^-1/2 for a row block."""
     B = (Z @ sp.diags(pieces["scale"])).tocsr()
     degrees = B @ pieces["u"]  # Eq. 2 for A = B B^T
-    return B, np.where(degrees > 0, 1.0 / np.sqrt(np.where(degrees > 0, degrees, 1.0)), 0.0)
+    return B, inv_sqrt(degrees)
 
 
 def anchor_factor_rows(Z: sp.csr_matrix, pieces: dict) -> np.ndarray:
-    """Rows of C = D^-1/2 B for a row block."""  # Eq. 3: G = D^-1/2 A D^-1/2 = C C^T
+    """Rows of C = D^-1/2 B for a row block."""  # G of Eq. 3: G = D^-1/2 A D^-1/2 = C C^T
     B, inv_sqrt = anchor_scaled_rows(Z, pieces)
     return inv_sqrt[:, None] * B.toarray()
 
@@ -172,7 +172,7 @@ def eigvecs_from_factor(C, k: int) -> tuple[np.ndarray, np.ndarray]:
     top = np.argsort(vals)[::-1][:k]
     H = Q @ V[:, top]
     H = H.compute() if hasattr(H, "compute") else H
-    return _fix_signs(np.asarray(H)), vals[top]
+    return fix_signs(np.asarray(H)), vals[top]
 
 
 def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +185,7 @@ def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) ->
                          "eigenvectors of all orders rely on A 1 = 1")
     pieces = anchor_factor_pieces(anchor_column_sums(Z))
     T, vals = anchor_gram_transform(anchor_scaled_gram(Z, pieces), k, random_state)
-    return _fix_signs(anchor_embed_rows(Z, pieces, T)), vals
+    return fix_signs(anchor_embed_rows(Z, pieces, T)), vals
 
 
 def anchor_order_embeddings(H: np.ndarray, vals: np.ndarray, orders: int) -> tuple[np.ndarray, np.ndarray]:

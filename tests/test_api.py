@@ -527,3 +527,13 @@ def test_default_landmarks_follow_n():
     assert model.n_landmarks_ == 60 and accuracy(y[:600], model.labels_) > 0.7  # 0.79
     assert ONMSC(10, embedding="anchor", n_landmarks=100, random_state=0).fit(views).n_landmarks_ == 100
     assert ONMSC(10, embedding="exact", random_state=0).fit(views).n_landmarks_ is None
+
+
+def test_fit_predict_forwards_fit_parameters_and_baselines_check_theirs(two_views):
+    """fit_predict(views, view_names=...) used to be a TypeError; LinearCombination(max_iter=0) an UnboundLocalError."""
+    labels = ONMSC(3, random_state=0).fit_predict(two_views, view_names=["a", "b"])
+    np.testing.assert_array_equal(labels, ONMSC(3, random_state=0).fit(two_views).labels_)
+    with pytest.raises(ValueError, match="max_iter must be a positive integer, got 0"):
+        LinearCombination(3, max_iter=0).fit(two_views)
+    with pytest.raises(ValueError, match="tol must be finite and >= 0"):
+        LinearCombination(3, tol=-1.0).fit(two_views)

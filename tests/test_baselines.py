@@ -5,7 +5,9 @@ from sklearn.datasets import load_digits
 
 from onmsc_dask.assign import assign_labels
 from onmsc_dask.baselines import AverageGraphSC, LinearCombination, SingleBestView
-from onmsc_dask.early_fusion import EarlyFusionProblem, fit_early_fusion, view_graphs
+from onmsc_dask.api import fit_early_fusion
+from onmsc_dask.early_fusion import EarlyFusionProblem
+from onmsc_dask.graph import view_graphs
 from onmsc_dask.graph import NormalizedHighOrderAffinity
 from onmsc_dask.metrics import accuracy
 

@@ -3,9 +3,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-import onmsc_dask.early_fusion as ef
+import onmsc_dask.api as api
 from onmsc_dask import ONMSC
-from onmsc_dask.early_fusion import EarlyFusionProblem, early_fusion, fit_early_fusion, view_graphs
+from onmsc_dask.api import fit_early_fusion
+from onmsc_dask.early_fusion import EarlyFusionProblem, early_fusion
+from onmsc_dask.graph import view_graphs
 from onmsc_dask.metrics import accuracy
 from onmsc_dask.spectral import exact_embedding
 
@@ -182,7 +184,7 @@ def test_related_views_from_the_late_fit_embeddings(monkeypatch):
     whose start vectors differ between the two fits)."""
     views, _ = digits_views(600)
     calls = []
-    monkeypatch.setattr(ef, "exact_embedding", lambda *a: calls.append(1) or exact_embedding(*a))
+    monkeypatch.setattr(api, "exact_embedding", lambda *a: calls.append(1) or exact_embedding(*a))
     est = ONMSC(K, fusion="early", random_state=0).fit(views)
     assert calls == []
     given = ONMSC(K, fusion="early", n_neighbors=est.n_neighbors_, random_state=0).fit(views)
