@@ -18,7 +18,7 @@ from .graph import build_graph, check_components, resolve_graph_inputs, smallest
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import (check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
-                         check_view_names, view_label, view_list)
+                         check_view_names, fit_seeds, view_label, view_list)
 from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
 
 
@@ -227,11 +227,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         width = check_n_components(self.n_components, k, n)
         n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n, width) if solver != "exact" else 0
         self.n_landmarks_ = n_landmarks or None
-        seeds = np.random.SeedSequence(random_state).generate_state(len(views) + 2)
+        seeds = fit_seeds(random_state, len(views))
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
-                                                      int(s), view_label(p, names))
+                                                      s, view_label(p, names))
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
         results = dask.compute(*tasks)
@@ -242,14 +242,14 @@ class ONMSC(ClusterMixin, BaseEstimator):
         warn_unrelated(self.related_views_, shares, n, width, names)
         used = np.flatnonzero(self.related_views_)
         F = average_graph_embedding([results[p][0] for p in used], solver, width,
-                                    n_landmarks=graph_params["n_landmarks"], random_state=int(seeds[-2]))
+                                    n_landmarks=graph_params["n_landmarks"], random_state=seeds[-2])
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
             best, candidates = select_fusion(views_used(H, used), F, k,
                                              lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
                                              lambda2="auto" if self.lambda2 == "auto"  # width * o for each order o
                                              else self._fixed_lambda("lambda2", self.lambda2, width * self.order),
-                                             tol=self.tol, max_iter=self.max_iter, random_state=int(seeds[-2]))
+                                             tol=self.tol, max_iter=self.max_iter, random_state=seeds[-2])
             self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
                                for c in candidates]
             self.order_, self.lambda1_, self.lambda2_, fused = best.order, best.lambda1, best.lambda2, best.result
@@ -261,7 +261,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                eigenvalue_scaling=self.eigenvalue_scaling, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()
         self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,
-                                                    random_state=int(seeds[-1]))
+                                                    random_state=seeds[-1])
         self.embedding_, self.view_weights_ = fused.embedding, full_weights(fused.view_weights, used, len(H))
         self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F

@@ -38,7 +38,7 @@ from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_ro
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_not_constant, check_scale, check_seed,
-                         check_tol, column_range, metric_list, n_distinct, row_ids, row_keys, view_label,
+                         check_tol, column_range, fit_seeds, metric_list, n_distinct, row_ids, row_keys, view_label,
                          warn_zero_rows, zero_rows)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
@@ -245,9 +245,9 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     width = check_n_components(n_components, k, n)
     m = check_landmarks(n_landmarks, n_nearest_landmarks, k, n, width)
     lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1, rules=["auto"])
-    lambda2 = (float(width * order) if lambda2 in ("auto", None)  # None: the default before "auto" existed
+    lambda2 = (float(width * order) if lambda2 == "auto"
                else check_lambda("lambda2", lambda2, positive=True, rules=["auto"]))
-    seeds = [int(s) for s in np.random.SeedSequence(random_state).generate_state(v + 2)]
+    seeds = fit_seeds(random_state, v)
     params = {"landmarks": {"n_landmarks": m, "metric": requested, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}

@@ -247,6 +247,13 @@ def check_seed(random_state) -> int | None:
     return int(random_state)
 
 
+def fit_seeds(random_state: int | None, n_views: int) -> list[int]:
+    """The seeds of one fit, from the checked ``random_state``: one per view (its graph, landmarks and eigensolver),
+    then the average graph's (also the "select" search's), then k-means'. ONMSC and fit_store share them, so they
+    give the same labels."""
+    return [int(s) for s in np.random.SeedSequence(random_state).generate_state(n_views + 2)]
+
+
 def check_n_components(n_components: int | None, n_clusters: int, n_samples: int) -> int:
     """The embedding width: k when None, else k <= n_components < n eigenvectors per graph (as scikit-learn's
     SpectralClustering(n_components=...))."""
