@@ -208,6 +208,113 @@ def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k
         return list(pool.map(run, jobs, pieces))
 
 
+@dataclass
+class _Run:
+    """One fit_store call: its store and client, each stage's parameters (what a stored result must match to be
+    reused), the seeds, and what was computed and how long each stage took."""
+
+    store: MultiViewStore
+    client: Any
+    params: dict[str, dict[str, Any]]
+    seeds: list[int]
+    report: Callable[[str], None]
+    timings: dict[str, float] = field(default_factory=dict)
+    computed: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return str(self.store.path.resolve())
+
+    def stage(self, name: str, results: list[str], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Read stage `name`'s results from the store, or compute, write and complete it (every stage after a
+        recomputed one is recomputed)."""
+        t0, step = time.perf_counter(), f"stage {STAGES.index(name) + 1}/{len(STAGES)} {name}"
+        if not self.computed and self.store.has_stage(name, self.params[name], results):
+            out = {r: self.store.read_result(name, r) for r in results}
+            done = "read from the store (resumed)"
+        else:
+            self.report(f"{step} ...")
+            out = compute()
+            for r in results:
+                self.store.write_result(name, r, out[r], self.params[name])
+            self.store.mark_complete(name)
+            self.computed.append(name)
+            done = "computed"
+        self.timings[name] = time.perf_counter() - t0
+        self.report(f"{step} {done} in {self.timings[name]:.2f}s")
+        return out
+
+
+def _landmarks(run: _Run, k: int) -> dict[str, Any]:
+    """Stage 1: each view's metric, all-zero rows and landmarks (graph.select_landmarks, its sample read chunk by
+    chunk in parallel, with the value summaries and finiteness checks of the same read)."""
+    store, lp = run.store, run.params["landmarks"]
+    m, view_metrics, lms = lp["n_landmarks"], [], []
+    for p in range(store.n_views):
+        idx = landmark_rows(store.n_samples, m, lp["landmark_sample"], run.seeds[p])
+        scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(run.path, p, s, e, idx[(idx >= s) & (idx < e)])
+                 for s, e in store.row_chunks(p)]
+        view_metric = dask.delayed(_view_metric, pure=True, nout=3)(  # (metric, zero rows, their first rows)
+            [summary for summary, _ in scans], lp["metric"][p], view_label(p, store.view_names))
+        view_metrics.append(view_metric)
+        lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, run.seeds[p],
+                                                             lp["landmark_init"], view_metric[0]))
+    check_store_distinct(store, k, run.client)
+    resolved, lms = _compute(run.client, view_metrics, lms)
+    return {"metrics": {"metrics": [r[0] for r in resolved], "zero_rows": [list(r[1:]) for r in resolved]},
+            **{f"L{p}": lms[p] for p in range(store.n_views)}}
+
+
+def _anchor_graphs(run: _Run, landmarks: dict[str, Any], metrics: list[str]) -> dict[str, Any]:
+    """Stage 2: each view's Z, row chunk by row chunk (its landmarks sent once to each worker)."""
+    blocks = []
+    for p in range(run.store.n_views):
+        L = _share(landmarks[f"L{p}"], run.client, broadcast=True)
+        blocks.append([dask.delayed(_anchor_block, pure=True)(run.path, p, s, e, L,
+                                                              run.params["anchor_graph"]["n_nearest_landmarks"],
+                                                              metrics[p]) for s, e in run.store.row_chunks(p)])
+    return {f"Z{p}": sp.vstack(b).tocsr() for p, b in enumerate(_compute(run.client, *blocks))}
+
+
+def _average(Zc: list[list[Any]]) -> list[Any]:
+    """Row blocks of the average graph of the views' anchor matrices (their columns side by side)."""
+    return [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
+
+
+def _embed(run: _Run, jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[tuple]:
+    """Anchor embeddings and eigenvalues of the graphs given by row blocks (one list per graph), sign-fixed like
+    the in-memory ones, with the run's method."""
+    ep = run.params["embeddings"]
+    if ep["method"] == "gram":
+        return list(_compute(run.client, *[_gram_embedding(z, ep["n_components"], seed)
+                                           for z, seed in zip(jobs, job_seeds)]))
+    return _tsqr_embeddings([(z, run.store.row_chunks(0), w) for z, w in zip(jobs, widths)], ep["n_components"],
+                            run.client)
+
+
+def _embeddings(run: _Run, Zs: dict[str, Any]) -> dict[str, Any]:
+    """Stage 3: H_p^(o) and their eigenvalues, the related views and F, the embedding of their average graph."""
+    v, ep, seeds = run.store.n_views, run.params["embeddings"], run.seeds
+    Zc = [_split(run.path, p, run.store.row_chunks(0)) for p in range(v)]
+    widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
+    *pairs, (F, _) = _embed(run, Zc + [_average(Zc)], widths + [sum(widths)], seeds[:v] + [seeds[-2]])
+    H, lam = (np.stack(a) for a in zip(*[anchor_order_embeddings(h, vals, ep["order"]) for h, vals in pairs]))
+    related, shares = related_views(H, drop=ep["drop_unrelated_views"])
+    used = np.flatnonzero(related)
+    if len(used) < v:  # F of the related views only
+        F = _embed(run, [_average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0][0]
+    return {"H": H, "eigenvalues": lam, "F": F, "related": related, "shares": shares}
+
+
+def _fusion(run: _Run, emb: dict[str, Any]) -> dict[str, Any]:
+    """Stage 4: late fusion (Algorithm 1) of the related views."""
+    fp, used = run.params["fusion"], np.flatnonzero(emb["related"])
+    fused = fuse_views(emb["H"], emb["eigenvalues"], emb["F"], used, fp["lambda1"], fp["lambda2"],
+                       eigenvalue_scaling=fp["eigenvalue_scaling"], tol=fp["tol"], max_iter=fp["max_iter"])
+    return {"embedding": fused.embedding, "view_weights": full_weights(fused.view_weights, used, run.store.n_views),
+            "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
+
+
 def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, order: int = 2,
               n_landmarks: int | None = None, n_nearest_landmarks: int = 3, metric: str | Sequence[str] = "auto",
               lambda1: float | str = "auto", lambda2: float | str = "auto", n_components: int | None = None,
@@ -237,7 +344,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
                         "views with MultiViewStore.create(path, views), or fit them in memory with ONMSC")
     store = store if isinstance(store, MultiViewStore) else MultiViewStore(store)
     check_tol(tol)
-    path, v, n = str(store.path.resolve()), store.n_views, store.n_samples
+    v, n = store.n_views, store.n_samples
     k, order = check_n_clusters(n_clusters, n), check_int("order", order)
     for name, value in (("n_init", n_init), ("max_iter", max_iter), ("landmark_sample", landmark_sample)):
         check_int(name, value)
@@ -247,7 +354,6 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     lambda1 = 1.0 if lambda1 == "auto" else check_lambda("lambda1", lambda1, rules=["auto"])
     lambda2 = (float(width * order) if lambda2 == "auto"
                else check_lambda("lambda2", lambda2, positive=True, rules=["auto"]))
-    seeds = fit_seeds(random_state, v)
     params = {"landmarks": {"n_landmarks": m, "metric": requested, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
@@ -257,103 +363,22 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     params["fusion"] = {**params["embeddings"], "lambda1": lambda1, "lambda2": lambda2, "tol": tol,
                         "max_iter": max_iter, "eigenvalue_scaling": eigenvalue_scaling}
     params["labels"] = {**params["fusion"], "n_init": n_init}
-    timings: dict[str, float] = {}
-    computed: list[str] = []
-    report = progress or (lambda line: None)
-
-    def stage(name: str, results: list[str], compute: Any) -> dict[str, Any]:
-        """Read stage `name`'s results from the store, or compute, write and complete it."""
-        t0 = time.perf_counter()
-        if not computed and store.has_stage(name, params[name], results):  # after a recomputed stage, all are
-            out = {r: store.read_result(name, r) for r in results}
-            done = "read from the store (resumed)"
-        else:
-            report(f"stage {STAGES.index(name) + 1}/{len(STAGES)} {name} ...")
-            out = compute()
-            for r in results:
-                store.write_result(name, r, out[r], params[name])
-            store.mark_complete(name)
-            computed.append(name)
-            done = "computed"
-        timings[name] = time.perf_counter() - t0
-        report(f"stage {STAGES.index(name) + 1}/{len(STAGES)} {name} {done} in {timings[name]:.2f}s")
-        return out
-
-    def landmarks() -> dict[str, Any]:
-        view_metrics, lms = [], []
-        for p in range(v):  # graph.select_landmarks, its sample read chunk by chunk in parallel
-            idx = landmark_rows(n, m, landmark_sample, seeds[p])
-            scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(path, p, s, e, idx[(idx >= s) & (idx < e)])
-                     for s, e in store.row_chunks(p)]
-            view_metric = dask.delayed(_view_metric, pure=True, nout=3)(  # (metric, zero rows, their first rows)
-                [summary for summary, _ in scans], requested[p], view_label(p, store.view_names))
-            view_metrics.append(view_metric)
-            lms.append(dask.delayed(landmark_centres, pure=True)([rows for _, rows in scans], m, seeds[p],
-                                                                 landmark_init, view_metric[0]))
-        check_store_distinct(store, k, client)
-        resolved, lms = _compute(client, view_metrics, lms)
-        return {"metrics": {"metrics": [r[0] for r in resolved], "zero_rows": [list(r[1:]) for r in resolved]},
-                **{f"L{p}": lms[p] for p in range(v)}}
-
-    lm = stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], landmarks)
+    run = _Run(store, client, params, fit_seeds(random_state, v), progress or (lambda line: None))
+    lm = run.stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], lambda: _landmarks(run, k))
     metrics = lm["metrics"]["metrics"]
     for p, (n_zero, examples) in enumerate(lm["metrics"].get("zero_rows", [(0, [])] * v)):  # also when resumed
         warn_zero_rows(n_zero, examples, metrics[p], view_label(p, store.view_names))
-
-    def anchor_graph() -> dict[str, Any]:
-        blocks = []
-        for p in range(v):
-            L = _share(lm[f"L{p}"], client, broadcast=True)  # sent once to each worker
-            blocks.append([dask.delayed(_anchor_block, pure=True)(path, p, s, e, L, n_nearest_landmarks,
-                                                                  metrics[p]) for s, e in store.row_chunks(p)])
-        return {f"Z{p}": sp.vstack(b).tocsr() for p, b in enumerate(_compute(client, *blocks))}
-
-    Zs = stage("anchor_graph", [f"Z{p}" for p in range(v)], anchor_graph)
+    Zs = run.stage("anchor_graph", [f"Z{p}" for p in range(v)], lambda: _anchor_graphs(run, lm, metrics))
     for p in range(v):
         check_components(Zs[f"Z{p}"], view_label(p, store.view_names), k, anchor=True, width=width)
-
-    def embed(jobs: list[list[Any]], widths: list[int], job_seeds: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Anchor embeddings and eigenvalues of the graphs given by row blocks (one list per graph) with `method`."""
-        if method == "gram":
-            pairs = _compute(client, *[_gram_embedding(z, width, seed) for z, seed in zip(jobs, job_seeds)])
-        else:
-            pairs = _tsqr_embeddings([(z, store.row_chunks(0), w) for z, w in zip(jobs, widths)], width, client)
-        return list(pairs)  # sign-fixed like the in-memory embeddings
-
-    def average(Zc: list[list[Any]]) -> list[Any]:
-        """Row blocks of the average graph of the views' anchor matrices (their columns side by side)."""
-        return [dask.delayed(lambda *zs: sp.hstack(zs).tocsr() / len(zs), pure=True)(*zs) for zs in zip(*Zc)]
-
-    def embeddings() -> dict[str, Any]:
-        Zc = [_split(path, p, store.row_chunks(0)) for p in range(v)]
-        widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
-        *pairs, (F, _) = embed(Zc + [average(Zc)], widths + [sum(widths)], seeds[:v] + [seeds[-2]])  # as ONMSC's
-        H, lam = (np.stack(a) for a in zip(*[anchor_order_embeddings(h, vals, order) for h, vals in pairs]))
-        related, shares = related_views(H, drop=drop_unrelated_views)
-        used = np.flatnonzero(related)
-        if len(used) < v:  # F of the related views only
-            F = embed([average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0][0]
-        return {"H": H, "eigenvalues": lam, "F": F, "related": related, "shares": shares}
-
-    emb = stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"], embeddings)
-    used = np.flatnonzero(emb["related"])
+    emb = run.stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"], lambda: _embeddings(run, Zs))
     warn_unrelated(emb["related"], emb["shares"], n, width, store.view_names)  # also when the stage is resumed
-
-    def fusion() -> dict[str, Any]:
-        fused = fuse_views(emb["H"], emb["eigenvalues"], emb["F"], used, lambda1, lambda2,
-                           eigenvalue_scaling=eigenvalue_scaling, tol=tol, max_iter=max_iter)
-        return {"embedding": fused.embedding, "view_weights": full_weights(fused.view_weights, used, v),
-                "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
-
-    fus = stage("fusion", ["embedding", "view_weights", "objective", "converged"], fusion)
-
-    def labels() -> dict[str, Any]:
-        return {"labels": assign_labels(fus["embedding"], k, n_init=n_init, random_state=seeds[-1])[0]}
-
-    lab = stage("labels", ["labels"], labels)
+    fus = run.stage("fusion", ["embedding", "view_weights", "objective", "converged"], lambda: _fusion(run, emb))
+    lab = run.stage("labels", ["labels"], lambda: {"labels": assign_labels(fus["embedding"], k, n_init=n_init,
+                                                                          random_state=run.seeds[-1])[0]})
     return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], view_weights=fus["view_weights"],
                            objective=fus["objective"], view_embeddings=emb["H"],
                            view_eigenvalues=emb["eigenvalues"], average_embedding=emb["F"],
                            related_views=np.asarray(emb["related"], bool),
                            metrics=metrics, converged=bool(fus["converged"]), parameters=params["labels"],
-                           timings=timings, computed_stages=computed)
+                           timings=run.timings, computed_stages=run.computed)
