@@ -128,7 +128,15 @@ class ONMSC(ClusterMixin, BaseEstimator):
         Early fusion: the objective of Eq. 10 at the start and after each iteration (minimised: never increases;
         ``n_iter_ + 1`` values).
     n_iter_, converged_ : iterations run, and whether ``tol`` was met before ``max_iter``.
-    README.md lists the others (resolved parameters, per-view embeddings, timings).
+    inertia_ : k-means inertia of the labels on the row-normalized embedding.
+    related_views_ : bool per view, kept by fusion.related_views (the others have weight 0).
+    n_neighbors_, metric_, embedding_solver_ : the resolved N, metric per view and solver;
+        ``n_neighbors_tried_`` maps each N fitted by the default-N refit to its distortion.
+    order_, lambda1_, lambda2_, n_landmarks_ : late fusion's resolved parameters (``selection_``: the "select"
+        search's candidates); early fusion has ``alpha_``.
+    view_embeddings_, view_eigenvalues_, average_embedding_ : late fusion's H_p^(o) (v, O, n, width), their
+        eigenvalues (v, O, width) and F.
+    timings_ : seconds per step.
     """
 
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None, order: int = 2,

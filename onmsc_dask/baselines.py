@@ -47,7 +47,7 @@ class _GraphClustering(ClusterMixin, BaseEstimator):
 
 class SingleBestView(_GraphClustering):
     """SB-SC: per-view spectral clustering; ``labels_`` of the view with the largest eigengap
-    lambda_k - lambda_{k+1} of G = D^-1/2 A D^-1/2 (label-free). ``score_views_(y)`` gives every view's
+    lambda_k - lambda_{k+1} of G = D^-1/2 A D^-1/2 (label-free). ``score_views(y)`` gives every view's
     scores so a benchmark can also report the label-oracle best view."""
 
     def fit(self, views, y=None):
@@ -59,7 +59,7 @@ class SingleBestView(_GraphClustering):
         self.labels_ = self.per_view_labels_[self.best_view_]
         return self
 
-    def score_views_(self, y_true) -> list[dict[str, float]]:
+    def score_views(self, y_true) -> list[dict[str, float]]:
         """``metrics.evaluate`` of every view's labels against ``y_true``."""
         return [evaluate(y_true, labels) for labels in self.per_view_labels_]
 

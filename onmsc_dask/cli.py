@@ -352,13 +352,8 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         t = time.perf_counter()
         try:
             fit = _fit(store, n_clusters, args, client, log)
-        except ValueError as exc:  # e.g. bad values in a copied store: the error names the user's store
-            if copy_of is None:
-                raise
-            message = str(exc)
-            for name in (str(store.path.resolve()), str(store.path)):  # out of core the workers use the former
-                message = message.replace(name, str(copy_of))
-            raise ValueError(message) from None
+        except ValueError as exc:
+            raise exc if copy_of is None else _naming(exc, store.path, copy_of) from None
         timings["fit"] = time.perf_counter() - t
     if fit["resolved"]["pipeline"] == "in_memory":  # fit_store reported its stages as they ran
         for stage, seconds in fit["stages"].items():
@@ -376,7 +371,27 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
 
     np.save(args.out / "labels.npy", fit["labels"])
     _plot_convergence(np.asarray(fit["objective"]), args.out / "convergence.png")
-    report = {
+    report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
+                     None if args.scheduler else workers, n_workers)
+    (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    log(f"wrote {args.out / 'report.json'}, convergence.png, labels.npy")
+    return report
+
+
+def _naming(exc: ValueError, copy: Path, source: Path) -> ValueError:
+    """`exc` naming the user's store `source` instead of the run's `copy` of it (e.g. bad values found by the
+    fit); out of core the workers name the copy by its resolved path."""
+    message = str(exc)
+    for name in (str(copy.resolve()), str(copy)):
+        message = message.replace(name, str(source))
+    return ValueError(message)
+
+
+def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metrics: dict | None, timings: dict,
+            workers: int | None, n_workers: int) -> dict:
+    """The content of report.json."""
+    y = store.labels
+    return {
         "dataset": {"source": source, "store": str(store.path), "n_samples": store.n_samples,
                     "view_names": store.view_names,
                     "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)],
@@ -385,20 +400,16 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                        "n_components": args.n_components,
                        "n_neighbors": args.n_neighbors, "n_landmarks": args.n_landmarks,
                        "n_nearest_landmarks": args.n_nearest_landmarks,
-                       "random_state": args.random_state,
-                       "workers": None if args.scheduler else workers, "scheduler": args.scheduler},
-        "resolved": resolved | {"n_workers": n_workers},
+                       "random_state": args.random_state, "workers": workers, "scheduler": args.scheduler},
+        "resolved": fit["resolved"] | {"n_workers": n_workers},
         "metrics": metrics,
         "view_weights": dict(zip(store.view_names, map(float, fit["view_weights"]))),
         "objective": [float(v) for v in fit["objective"]],
         "n_iter": int(fit["n_iter"]),
         "converged": bool(fit["converged"]),
-        "timings": timings | {"fit_stages": fit["stages"], "total": time.perf_counter() - log.start},
+        "timings": timings | {"fit_stages": fit["stages"]},
         "versions": _versions(),
     }
-    (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    log(f"wrote {args.out / 'report.json'}, convergence.png, labels.npy")
-    return report
 
 
 def main(argv: list[str] | None = None) -> int:

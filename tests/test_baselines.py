@@ -28,7 +28,7 @@ def test_single_best_view(digits):
     sb = SingleBestView(K, random_state=0).fit(views)
     assert len(sb.per_view_labels_) == 3 and sb.best_view_ == int(np.argmax(sb.eigengaps_))
     np.testing.assert_array_equal(sb.labels_, sb.per_view_labels_[sb.best_view_])
-    scores = [s["acc"] for s in sb.score_views_(y)]
+    scores = [s["acc"] for s in sb.score_views(y)]
     assert scores[sb.best_view_] == pytest.approx(accuracy(y, sb.labels_)) and max(scores) > 2 * chance
     assert accuracy(y, sb.labels_) > 2 * chance
     # each view: eigengap lambda_k - lambda_{k+1} of the dense G, labels = k-means of its top-k eigenvectors
