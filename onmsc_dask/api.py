@@ -174,7 +174,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
         for name in ("order", "n_init", "max_iter"):
             check_int(name, getattr(self, name))
-        random_state, _ = check_seed(self.random_state), check_tol(self.tol)
+        random_state = check_seed(self.random_state)
+        check_tol(self.tol)
         for name in ("lambda1", "lambda2"):  # checked before any work
             self._fixed_lambda(name, getattr(self, name), 1.0)
         if self.fusion == "early":

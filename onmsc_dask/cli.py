@@ -353,7 +353,9 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         try:
             fit = _fit(store, n_clusters, args, client, log)
         except ValueError as exc:
-            raise exc if copy_of is None else _naming(exc, store.path, copy_of) from None
+            if copy_of is None:
+                raise
+            raise _naming(exc, store.path, copy_of) from None
         timings["fit"] = time.perf_counter() - t
     if fit["resolved"]["pipeline"] == "in_memory":  # fit_store reported its stages as they ran
         for stage, seconds in fit["stages"].items():

@@ -361,10 +361,9 @@ def load_csv(
 
     The first row is a header, and skipped, when it has a text field, or is exactly 0, 1, ..., d-1 (pandas' names
     for unnamed columns) after an index column's empty name, or with d >= 3 (with a warning; a first row 0 or 0, 1,
-    e.g. labels or a one-hot sample, is data). A header
-    whose first field is empty, as pandas writes with its index (``df.to_csv(path)``), marks an index column,
-    which is dropped (it must be numeric like the rest). An empty field is an error. Errors give 1-based file
-    line and column numbers.
+    e.g. labels or a one-hot sample, is data). A header whose first field is empty, as pandas writes with its index
+    (``df.to_csv(path)``), marks an index column, which is dropped (it must be numeric like the rest). An empty
+    field is an error. Errors give 1-based file line and column numbers.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     views = [_as_view(_read_csv(Path(p)), i, Path(p)) for i, p in enumerate(paths)]

@@ -83,10 +83,15 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
 SCALE_EXPONENT = 100
 
 
+def _extreme(top: float) -> bool:
+    """Whether a nonzero largest magnitude `top` lies beyond 2**+-SCALE_EXPONENT."""
+    return bool(top) and not 2.0**-SCALE_EXPONENT <= top <= 2.0**SCALE_EXPONENT
+
+
 def check_scale(top: float, label: str) -> None:
     """Out of core, where a view is read chunk by chunk and not rescaled (moderate_scale): its largest magnitude
     `top` must lie within 2**+-SCALE_EXPONENT."""
-    if top and not 2.0**-SCALE_EXPONENT <= top <= 2.0**SCALE_EXPONENT:
+    if _extreme(top):
         raise ValueError(f"{label}: its largest magnitude is {top:.3g}, beyond 2**+-{SCALE_EXPONENT}, where squared "
                          "distances overflow or underflow; multiply the view by a constant (the clustering does not "
                          "depend on its scale) before writing the store, or fit it in memory")
@@ -99,7 +104,7 @@ def moderate_scale(X):
     2**100). Else X as it is."""
     values = X.data if sp.issparse(X) else X
     top = float(np.abs(values).max())
-    if top and not 2.0**-SCALE_EXPONENT <= top <= 2.0**SCALE_EXPONENT:
+    if _extreme(top):
         values[...] = np.ldexp(values, -int(np.frexp(top)[1]))
     return X
 
