@@ -75,7 +75,7 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     check_finite(X, label)
     col_min, col_max = column_range(X)
     check_not_constant(col_max - col_min, n, label)
-    return moderate_scale(X)
+    return moderate_scale(X, max(np.abs(col_min).max(), np.abs(col_max).max()))
 
 
 #: views whose largest magnitude lies outside [2**-SCALE_EXPONENT, 2**SCALE_EXPONENT] have squared distances
@@ -97,13 +97,12 @@ def check_scale(top: float, label: str) -> None:
                          "depend on its scale) before writing the store, or fit it in memory")
 
 
-def moderate_scale(X):
-    """X (a float64 copy, changed in place) times the power of two (exact) that brings its largest magnitude into
-    [0.5, 1) when that is beyond 2**+-SCALE_EXPONENT. The graphs do not depend on the scale (the kernel width is each
-    point's own neighbour distance; only the counts metric's log1p is not scale-free, and counts do not reach
-    2**100). Else X as it is."""
+def moderate_scale(X, top: float):
+    """X (a float64 copy, changed in place) times the power of two (exact) that brings its largest magnitude `top`
+    into [0.5, 1) when that is beyond 2**+-SCALE_EXPONENT. The graphs do not depend on the scale (the kernel width
+    is each point's own neighbour distance; only the counts metric's log1p is not scale-free, and counts do not
+    reach 2**100). Else X as it is."""
     values = X.data if sp.issparse(X) else X
-    top = float(np.abs(values).max())
     if _extreme(top):
         values[...] = np.ldexp(values, -int(np.frexp(top)[1]))
     return X
