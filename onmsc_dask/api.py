@@ -69,16 +69,15 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
     check_int("order", order)
     check_alpha(alpha)
     graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state, view_names)
-    seed = 0 if random_state is None else random_state
     related = np.ones(len(graphs), bool)
     if drop_unrelated_views and len(graphs) > 1:
-        H = (np.stack([exact_embedding(A, n_clusters, 1, seed)[None] for A in graphs]) if view_embeddings is None
+        H = (np.stack([exact_embedding(A, n_clusters, 1, random_state)[None] for A in graphs]) if view_embeddings is None
              else view_embeddings)
         related, shares = related_views(H)
         warn_unrelated(related, shares, graphs[0].shape[0], n_clusters, view_names)
     used = np.flatnonzero(related)
     res = early_fusion([graphs[p] for p in used], n_clusters, order, alpha, joint=joint, tol=tol,
-                       max_iter=max_iter, random_state=seed)
+                       max_iter=max_iter, random_state=random_state)
     res.view_weights = full_weights(res.view_weights, used, len(graphs))
     X = res.affinity_embedding if lambda_scaled else res.embedding
     labels, inertia = assign_labels(X, n_clusters, n_init=n_init, random_state=random_state)
@@ -117,7 +116,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
     drop_unrelated_views : leave out of the fusion and of the average graph every view whose cluster directions
         share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
         structure), with a warning; its weight is 0.
-    random_state : seed; the same seed gives the same labels on any number of workers.
+    random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
+        every fit (each stage, the kNN search on all cores), as in scikit-learn.
 
     Attributes
     ----------

@@ -51,7 +51,7 @@ class SingleBestView(_GraphClustering):
     scores so a benchmark can also report the label-oracle best view."""
 
     def fit(self, views, y=None):
-        k, seed = self.n_clusters, self._seed() or 0
+        k, seed = self.n_clusters, self._seed()
         eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed) for A in self._graphs(views)]
         self.eigengaps_ = np.array([vals[k - 1] - vals[k] for vals, _ in eig])
         self.per_view_labels_ = [self._labels(vecs[:, :k]) for _, vecs in eig]
@@ -69,7 +69,7 @@ class AverageGraphSC(_GraphClustering):
 
     def fit(self, views, y=None):
         self.embedding_ = average_graph_embedding(self._graphs(views), "exact", self.n_clusters,
-                                                  random_state=self._seed() or 0)
+                                                  random_state=self._seed())
         self.labels_ = self._labels(self.embedding_)
         return self
 
@@ -94,7 +94,7 @@ class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians a
         check_int("max_iter", self.max_iter)
         check_tol(self.tol)
         self.alpha_ = float(k * O) if self.alpha == "auto" else check_lambda("alpha", self.alpha, True, ["auto"])
-        problem = EarlyFusionProblem(self._graphs(views), k, O, self.alpha_, self._seed() or 0)
+        problem = EarlyFusionProblem(self._graphs(views), k, O, self.alpha_, self._seed())
         mu = np.full(len(problem.ops), 1.0 / len(problem.ops))
         H = top_eigenvectors(problem.combined(mu), k, problem.random_state)[1]
         c = O * k - problem.compressions(H).sum(axis=1)  # c_p = sum_o tr(H^T L_p^(o) H)

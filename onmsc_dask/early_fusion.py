@@ -76,7 +76,7 @@ class EarlyFusionProblem:
     """Eq. 10 on fixed graphs: the exact objective and the exact minimiser of each block."""
 
     def __init__(self, affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: float | str = "auto",
-                 random_state: int | None = 0):
+                 random_state: int | None = None):
         alpha = check_alpha(alpha)
         self.ops = [[NormalizedHighOrderAffinity(A, o) for o in range(1, order + 1)] for A in affinities]
         self.k, self.order, self.n, self.random_state = int(k), int(order), affinities[0].shape[0], random_state
@@ -120,7 +120,7 @@ class EarlyFusionProblem:
 
 def early_fusion(affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: float | str = "auto", *,
                  joint: bool = True, tol: float = 1e-4, max_iter: int = 100,
-                 random_state: int | None = 0) -> EarlyFusionResult:
+                 random_state: int | None = None) -> EarlyFusionResult:
     """Minimise Eq. 10 over H, mu, P, Lambda from uniform mu.
 
     Each iteration: mu (c), then (H, P, Lambda) jointly in closed form (``joint=True``), or (P, Lambda) given

@@ -87,3 +87,25 @@ def test_bl_nlm_is_early_fusion_order_one(digits):
     views, y, chance = digits
     fit = fit_early_fusion(views, K, order=1, random_state=0)
     assert accuracy(y, fit.labels) > 4 * chance
+
+
+def test_random_state_none_is_fresh_randomness_not_seed_0(digits, monkeypatch):
+    """random_state=None reaches the eigensolvers as None (a fresh start each fit, as in the late-fusion
+    estimator) in the baselines and early fusion, instead of silently becoming seed 0."""
+    import onmsc_dask.baselines as baselines
+    import onmsc_dask.early_fusion as early
+    import onmsc_dask.spectral as spectral
+
+    seen, real = [], spectral.top_eigenvectors
+
+    def spy(G, k, random_state=None):
+        seen.append(random_state)
+        return real(G, k, random_state)
+
+    for module in (spectral, early, baselines):
+        monkeypatch.setattr(module, "top_eigenvectors", spy)
+    views = digits[0]
+    for estimator in (SingleBestView(K), AverageGraphSC(K), LinearCombination(K, max_iter=2)):
+        assert accuracy(digits[1], estimator.fit(views).labels_) > 2 * digits[2]
+    assert accuracy(digits[1], fit_early_fusion(views, K, max_iter=2).labels) > 2 * digits[2]
+    assert len(seen) > 8 and all(s is None for s in seen)
