@@ -71,8 +71,8 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
     graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state, view_names)
     related = np.ones(len(graphs), bool)
     if drop_unrelated_views and len(graphs) > 1:
-        H = (np.stack([exact_embedding(A, n_clusters, 1, random_state)[None] for A in graphs]) if view_embeddings is None
-             else view_embeddings)
+        H = view_embeddings if view_embeddings is not None else np.stack(
+            [exact_embedding(A, n_clusters, 1, random_state)[None] for A in graphs])
         related, shares = related_views(H)
         warn_unrelated(related, shares, graphs[0].shape[0], n_clusters, view_names)
     used = np.flatnonzero(related)
