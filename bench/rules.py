@@ -53,7 +53,7 @@ def view_graphs(views: list, k: int, solver: str, seed: int) -> list:
     """The default graph of every view: the kNN affinity, or the anchor matrix Z."""
     views, k, n_neighbors, metrics = resolve_graph_inputs(views, k, None, "auto")
     return [build_graph(X, solver, n_neighbors=n_neighbors, metric=m, n_landmarks=1000, n_nearest_landmarks=3,
-                        random_state=seed) for X, m in zip(views, metrics)]
+                        random_state=seed)[0] for X, m in zip(views, metrics)]
 
 
 def consensus(labelings: list[np.ndarray], k: int, seed: int) -> np.ndarray:
@@ -99,7 +99,7 @@ def metric_by_cut(views: list, y: np.ndarray) -> dict:
         cuts = {}
         for name, (data, m) in candidates.items():
             A = build_graph(data, "exact", n_neighbors=n_neighbors, metric=m, n_landmarks=0, n_nearest_landmarks=0,
-                            random_state=0)
+                            random_state=0)[0]
             own = assign_labels(exact_embedding(A, k, 1, 0), k, random_state=0)[0]
             cuts[name] = normalized_cut(A, own, k, anchor=False)
         pick = min(cuts, key=cuts.get)

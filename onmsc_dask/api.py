@@ -14,19 +14,21 @@ from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
-from .graph import build_graph, check_components, resolve_graph_inputs, smallest_cluster_neighbors, view_graphs
+from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
+                    resolve_graph_inputs, smallest_cluster_neighbors, view_graphs)
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import (check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
-                         check_view_names, fit_seeds, view_label, view_list)
+                         check_view_names, fit_seeds, user_warning, view_label, view_list)
 from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
 
 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str):
-    """Graph, H_p^(o) and their eigenvalues, o = 1..order, of one view (one Dask task)."""
-    graph = build_graph(X, solver, random_state=seed, **graph_params)
-    return graph, *embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed,
-                               label=label)
+    """Graph, ranked neighbours (for the rank-consensus graph, else None), H_p^(o) and their eigenvalues,
+    o = 1..order, of one view (one Dask task)."""
+    graph, neighbors = build_graph(X, solver, random_state=seed, **graph_params)
+    return graph, neighbors, *embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"],
+                                          random_state=seed, label=label)
 
 
 def _as_views(views, view_names: Sequence[str] | None) -> tuple[list, list[str] | None]:
@@ -94,7 +96,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         refits late fusion with half the smallest cluster found when that is smaller, keeping the tighter H*
         (``n_neighbors_tried_``; early fusion uses the N this settles on; docs/defaults.md).
     order : largest order O of the affinities A^o.
-    lambda1, lambda2 : weights of the average-graph term and of the view-diversity term of Eq. 11.
+    lambda1, lambda2 : weights of the consensus term tr(H*^T F) and of the view-diversity term of Eq. 11.
         ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = k * O, the scale of the QP's linear
         term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
         orders used, by ``selection.select_fusion`` (k-means distortion of H*).
@@ -106,6 +108,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         or a list with one entry per view.
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
         min(1000, n / 10) (validation.default_n_landmarks).
+    consensus_graph : the graph F (Eq. 11) is the embedding of: ``"rank"``, the edges the views agree on
+        (graph.rank_consensus_affinity: Borda count of the views' ranked neighbours); ``"average"``, the paper's
+        average affinity (1/v) sum_p A_p; ``"auto"``: rank on exact kNN graphs, average for anchor graphs (no
+        sample-to-sample ranks) and Nystrom (the paper's reproduction). docs/defaults.md.
     n_init : k-means restarts on H*.
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
         few thousand; docs/early_fusion.md). Its ``embedding_`` is P Lambda, the matrix the labels are k-means of.
@@ -135,7 +141,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
     order_, lambda1_, lambda2_, n_landmarks_ : late fusion's resolved parameters (``selection_``: the "select"
         search's candidates); early fusion has ``alpha_``.
     view_embeddings_, view_eigenvalues_, average_embedding_ : late fusion's H_p^(o) (v, O, n, width), their
-        eigenvalues (v, O, width) and F.
+        eigenvalues (v, O, width) and F; ``consensus_graph_`` the graph F came from, ``"rank"`` or ``"average"``.
     timings_ : seconds per step.
     """
 
@@ -145,7 +151,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
-                 random_state: int | None = None):
+                 consensus_graph: str = "auto", random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -163,6 +169,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.alpha = alpha
         self.eigenvalue_scaling = eigenvalue_scaling
         self.drop_unrelated_views = drop_unrelated_views
+        self.consensus_graph = consensus_graph
         self.random_state = random_state
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None):
@@ -176,6 +183,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             check_int(name, getattr(self, name))
         random_state = check_seed(self.random_state)
         check_tol(self.tol)
+        if self.consensus_graph not in ("auto", "rank", "average"):
+            raise ValueError(f"consensus_graph must be 'auto', 'rank' or 'average', got {self.consensus_graph!r}")
         for name in ("lambda1", "lambda2"):  # checked before any work
             self._fixed_lambda(name, getattr(self, name), 1.0)
         if self.fusion == "early":
@@ -185,8 +194,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if self.embedding not in ("auto", "exact"):
                 raise ValueError(f"embedding={self.embedding!r} applies to late fusion; early fusion runs on the exact "
                                  "kNN graphs")
-            if (self.lambda1, self.lambda2) != ("auto", "auto"):
-                raise ValueError("lambda1 and lambda2 apply to late fusion; early fusion's weight is alpha")
+            if (self.lambda1, self.lambda2, self.consensus_graph) != ("auto", "auto", "auto"):
+                raise ValueError("lambda1, lambda2 and consensus_graph apply to late fusion; early fusion's weight is "
+                                 "alpha")
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, name)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         views, names = _as_views(views, view_names)
@@ -236,9 +246,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         width = check_n_components(self.n_components, k, n)
         n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n, width) if solver != "exact" else 0
         self.n_landmarks_ = n_landmarks or None
+        self.consensus_graph_ = self._consensus_graph(solver)
+        n_ranked = ranked_neighbors_count(n, k, n_neighbors) if self.consensus_graph_ == "rank" else 0
         seeds = fit_seeds(random_state, len(views))
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
-                            n_nearest_landmarks=self.n_nearest_landmarks)
+                            n_nearest_landmarks=self.n_nearest_landmarks, n_ranked=n_ranked)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
                                                       s, view_label(p, names))
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
@@ -246,12 +258,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         results = dask.compute(*tasks)
         for p, (graph, *_) in enumerate(results):
             check_components(graph, view_label(p, names), k, anchor=solver == "anchor", width=width, view=views[p])
-        H, self.view_eigenvalues_ = np.stack([h for _, h, _ in results]), np.stack([e for *_, e in results])
+        H, self.view_eigenvalues_ = np.stack([r[2] for r in results]), np.stack([r[3] for r in results])
         self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
         warn_unrelated(self.related_views_, shares, n, width, names)
         used = np.flatnonzero(self.related_views_)
-        F = average_graph_embedding([results[p][0] for p in used], solver, width,
-                                    n_landmarks=graph_params["n_landmarks"], random_state=seeds[-2])
+        F = self._consensus_embedding([results[p][:2] for p in used], solver, width, graph_params, seeds[-2])
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
             best, candidates = select_fusion(views_used(H, used), F, k,
@@ -276,6 +287,32 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.view_embeddings_, self.average_embedding_ = H, F
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
+
+    def _consensus_graph(self, solver: str) -> str:
+        """The resolved ``consensus_graph``: "rank" or "average"."""
+        if self.consensus_graph == "rank" and solver == "anchor":
+            raise ValueError("consensus_graph='rank' needs kNN graphs (embedding='exact' or 'nystrom'); anchor graphs "
+                             "link samples to landmarks, not to each other")
+        if self.consensus_graph == "auto":
+            return "rank" if solver == "exact" else "average"
+        return self.consensus_graph
+
+    def _consensus_embedding(self, graphs: list[tuple], solver: str, width: int, graph_params: dict,
+                             seed: int) -> np.ndarray:
+        """F of Eq. 11 from the related views' (graph, ranked neighbours): the rank-consensus graph's embedding, or
+        the average graph's (also, with a warning, when the consensus graph falls into more than ``width``
+        pieces, so that its leading eigenvectors would be arbitrary)."""
+        if self.consensus_graph_ == "rank":
+            A = rank_consensus_affinity([neighbors for _, neighbors in graphs], graph_params["n_neighbors"])
+            pieces = n_components(A)
+            if pieces <= width:
+                return embed_graph(A, solver, width, 1, n_landmarks=graph_params["n_landmarks"], random_state=seed,
+                                   label="the rank-consensus graph")[0][0]
+            user_warning(f"the rank-consensus graph of the views falls into {pieces} pieces, more than {width}; F is "
+                         "the average graph's embedding")
+            self.consensus_graph_ = "average"
+        return average_graph_embedding([graph for graph, _ in graphs], solver, width,
+                                       n_landmarks=graph_params["n_landmarks"], random_state=seed)
 
     @staticmethod
     def _fixed_lambda(name: str, value, auto: float) -> float | None:

@@ -21,6 +21,8 @@ BRUTE_FORCE_MAX_SAMPLES = 8192
 LANDMARK_INITS = ("random", "k-means++")
 #: a non-negative integer view with at least this fraction of zeros is treated as counts (bag of words)
 COUNTS_MIN_ZERO_FRACTION = 0.9
+#: most neighbours each view ranks for the rank-consensus graph (its lists take n x L per view)
+MAX_RANKED_NEIGHBORS = 255
 
 
 def value_summary(X) -> tuple[float, float, bool]:
@@ -123,13 +125,49 @@ def local_scale(dist: np.ndarray) -> np.ndarray:
     return sigma
 
 
-def knn_affinity(ind: np.ndarray, dist: np.ndarray) -> sp.csr_matrix:
-    """Symmetric kNN affinity, A_ij = exp(-d_ij^2 / (s_i s_j)) if i or j is among the other's neighbours."""  # Eq. 1
+def _kernel(ind: np.ndarray, dist: np.ndarray, sigma: np.ndarray) -> sp.csr_matrix:
+    """exp(-d_ij^2 / (s_i s_j)) on the listed pairs (i, ind[i, j]), never exactly 0; not yet symmetric."""
     n, m = ind.shape
-    sigma = local_scale(dist)
     rows = np.repeat(np.arange(n), m)
     w = np.exp(-dist.ravel() ** 2 / (sigma[rows] * sigma[ind.ravel()]))
-    W = sp.csr_matrix((np.maximum(w, np.finfo(float).tiny), (rows, ind.ravel())), shape=(n, n))
+    return sp.csr_matrix((np.maximum(w, np.finfo(float).tiny), (rows, ind.ravel())), shape=(n, n))
+
+
+def knn_affinity(ind: np.ndarray, dist: np.ndarray) -> sp.csr_matrix:
+    """Symmetric kNN affinity, A_ij = exp(-d_ij^2 / (s_i s_j)) if i or j is among the other's neighbours."""  # Eq. 1
+    W = _kernel(ind, dist, local_scale(dist))
+    return W.maximum(W.T).tocsr()
+
+
+def ranked_neighbors_count(n_samples: int, n_clusters: int, n_neighbors: int) -> int:
+    """L, the neighbours each view ranks for ``rank_consensus_affinity``: the mean cluster size n / k less one
+    (ranks beyond a cluster's size say nothing about the cluster), at least N, at most MAX_RANKED_NEIGHBORS and
+    n - 1."""
+    return int(min(n_samples - 1, max(n_neighbors, min(round(n_samples / n_clusters) - 1, MAX_RANKED_NEIGHBORS))))
+
+
+def rank_consensus_affinity(neighbors: Sequence[tuple[np.ndarray, np.ndarray]], n_neighbors: int) -> sp.csr_matrix:
+    """The graph the views agree on, from each view's L ranked neighbours (indices, distances; n x L, nearest
+    first): i is linked to the N samples with the largest Borda count sum_p c_p(i, j) + c_p(j, i), where
+    c_p(i, j) = L + 1 - rank of j in view p's list of i (0 when unlisted), and the edge weighs the mean over the
+    views of its Eq. 1 affinity (the view's own widths; 0 in a view that lists neither end); symmetric by max.
+    The average graph takes every edge any view proposes, so a weak view's wrong edges enter F; here an edge needs
+    the views' support (docs/defaults.md)."""
+    n, L = neighbors[0][0].shape
+    points, indptr = np.tile(np.arange(L, 0, -1, dtype=float), n), np.arange(0, n * L + 1, L)
+    credit, weight = sp.csr_matrix((n, n)), sp.csr_matrix((n, n))
+    for ind, dist in neighbors:
+        C = sp.csr_matrix((points, ind.ravel(), indptr), shape=(n, n))
+        K = _kernel(ind, dist, local_scale(dist[:, :n_neighbors]))
+        credit, weight = credit + C + C.T, weight + K.maximum(K.T)
+    credit = credit.tocsr()
+    credit.sum_duplicates()
+    row = np.repeat(np.arange(n), np.diff(credit.indptr))
+    order = np.lexsort((-credit.data, row))  # by row, largest count first; ties in column order
+    keep = order[np.arange(order.size) - credit.indptr[row] < n_neighbors]
+    rows, cols = row[keep], credit.indices[keep]
+    w = np.asarray(weight.tocsr()[rows, cols]).ravel() / len(neighbors)
+    W = sp.csr_matrix((np.maximum(w, np.finfo(float).tiny), (rows, cols)), shape=(n, n))
     return W.maximum(W.T).tocsr()
 
 
@@ -263,12 +301,17 @@ class NormalizedHighOrderAffinity(LinearOperator):
 
 
 def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: int, n_nearest_landmarks: int,
-                random_state: int | None = None) -> sp.csr_matrix:
-    """The view's graph for ``solver``: the kNN affinity A (n x n), or the anchor matrix Z (n x m)."""
+                n_ranked: int = 0, random_state: int | None = None) -> tuple[sp.csr_matrix, tuple | None]:
+    """The view's graph for ``solver``: the kNN affinity A (n x n), or the anchor matrix Z (n x m); and, when
+    ``n_ranked`` > 0 (kNN graphs; at least N), the view's ``n_ranked`` nearest neighbours (indices, distances) from
+    the same search, for ``rank_consensus_affinity``."""
     if solver == "anchor":
         landmarks = select_landmarks(X, n_landmarks, random_state, metric=metric)
-        return anchor_affinity(X, landmarks, n_nearest_landmarks, metric)
-    return view_affinity(X, n_neighbors, metric, random_state)
+        return anchor_affinity(X, landmarks, n_nearest_landmarks, metric), None
+    if not n_ranked:
+        return view_affinity(X, n_neighbors, metric, random_state), None
+    ind, dist = nearest_neighbors(X, n_ranked, metric, random_state)
+    return knn_affinity(ind[:, :n_neighbors], dist[:, :n_neighbors]), (ind, dist)
 
 
 def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric,

@@ -115,7 +115,8 @@ def test_clone_and_get_params():
                       "embedding": "anchor", "n_components": 8, "metric": ["cosine"], "n_landmarks": 50,
                       "n_nearest_landmarks": 4,
                       "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
-                      "eigenvalue_scaling": True, "drop_unrelated_views": True, "random_state": 42}
+                      "eigenvalue_scaling": True, "drop_unrelated_views": True, "consensus_graph": "auto",
+                      "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
     twin.set_params(order=1, n_clusters=3)
@@ -233,8 +234,11 @@ def test_other_input_errors(two_views):
     (dict(metric=["cosine", 3]), "metric must be 'auto' or one of"),
     # early fusion used to ignore these silently
     (dict(fusion="early", embedding="anchor"), "embedding='anchor' applies to late fusion"),
-    (dict(fusion="early", lambda1="select"), "lambda1 and lambda2 apply to late fusion; early fusion's weight is"),
-    (dict(fusion="early", lambda2=3.0), "lambda1 and lambda2 apply to late fusion"),
+    (dict(fusion="early", lambda1="select"), "lambda1, lambda2 and consensus_graph apply to late fusion; early"),
+    (dict(fusion="early", lambda2=3.0), "lambda1, lambda2 and consensus_graph apply to late fusion"),
+    (dict(fusion="early", consensus_graph="rank"), "consensus_graph apply to late fusion"),
+    (dict(consensus_graph="median"), "consensus_graph must be 'auto', 'rank' or 'average', got 'median'"),
+    (dict(consensus_graph="rank", embedding="anchor", n_landmarks=20), "consensus_graph='rank' needs kNN graphs"),
 ])
 def test_bad_parameters_named(two_views, kwargs, match):
     """Checked before any work: before, n_landmarks < k gave embeddings with fewer than k columns (ACC 0.65 on
@@ -537,3 +541,36 @@ def test_fit_predict_forwards_fit_parameters_and_baselines_check_theirs(two_view
         LinearCombination(3, max_iter=0).fit(two_views)
     with pytest.raises(ValueError, match="tol must be finite and >= 0"):
         LinearCombination(3, tol=-1.0).fit(two_views)
+
+
+def test_F_is_the_rank_consensus_graph_on_knn_graphs(small_digits, monkeypatch):
+    """consensus_graph="auto": F is the embedding of graph.rank_consensus_affinity of the views' ranked neighbours
+    on exact kNN graphs; "average" gives the paper's average graph; anchor graphs keep the average."""
+    import onmsc_dask.api as api
+    from onmsc_dask.graph import nearest_neighbors, rank_consensus_affinity, ranked_neighbors_count, view_graphs
+    from onmsc_dask.spectral import average_graph_embedding, embed_graph
+    from onmsc_dask.validation import fit_seeds
+
+    views, y = small_digits
+    n, k = len(y), 10
+    m = ONMSC(k, random_state=0).fit(views)
+    assert m.consensus_graph_ == "rank"
+    seeds, N = fit_seeds(0, 3), m.n_neighbors_
+    lists = [nearest_neighbors(X, ranked_neighbors_count(n, k, N), metric, s)
+             for X, metric, s in zip(views, m.metric_, seeds)]
+    F = embed_graph(rank_consensus_affinity(lists, N), "exact", k, 1, random_state=seeds[-2])[0][0]
+    np.testing.assert_allclose(m.average_embedding_ @ m.average_embedding_.T, F @ F.T, atol=1e-8)
+
+    avg = ONMSC(k, consensus_graph="average", random_state=0).fit(views)
+    graphs = view_graphs(views, k, N)[0]
+    F = average_graph_embedding(graphs, "exact", k, random_state=seeds[-2])
+    assert avg.consensus_graph_ == "average"
+    np.testing.assert_allclose(avg.average_embedding_ @ avg.average_embedding_.T, F @ F.T, atol=1e-8)
+    assert ONMSC(k, embedding="anchor", n_landmarks=60, random_state=0).fit(views).consensus_graph_ == "average"
+
+    # a consensus graph in more pieces than k would make F arbitrary: the average graph, with a warning
+    monkeypatch.setattr(api, "rank_consensus_affinity", lambda lists, N: sp.identity(n, format="csr"))
+    with pytest.warns(UserWarning, match=f"rank-consensus graph of the views falls into {n} pieces, more than 10"):
+        fallback = ONMSC(k, random_state=0).fit(views)
+    assert fallback.consensus_graph_ == "average"
+    np.testing.assert_allclose(fallback.average_embedding_, avg.average_embedding_, atol=1e-10)

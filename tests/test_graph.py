@@ -11,8 +11,9 @@ from threadpoolctl import threadpool_limits
 
 from onmsc_dask import graph
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, build_graph,
-                              default_n_neighbors, knn_affinity, nearest_neighbors, resolve_metric,
-                              select_landmarks, view_affinity)
+                              default_n_neighbors, knn_affinity, local_scale, nearest_neighbors,
+                              rank_consensus_affinity, ranked_neighbors_count, resolve_metric, select_landmarks,
+                              view_affinity)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -273,13 +274,76 @@ def test_anchor_affinity_rows_link_nearest_landmarks():
 def test_build_graph_dispatch():
     X, _ = _blobs(n=80, d=3, seed=11)
     kw = dict(n_neighbors=7, metric="euclidean", n_landmarks=10, n_nearest_landmarks=3, random_state=0)
-    A = build_graph(X, "exact", **kw)
-    assert A.shape == (80, 80)
+    A, none = build_graph(X, "exact", **kw)
+    assert A.shape == (80, 80) and none is None
     np.testing.assert_allclose(A.toarray(), knn_affinity(*nearest_neighbors(X, 7, "euclidean")).toarray())
-    Z = build_graph(X, "anchor", **kw)
-    assert Z.shape == (80, 10)
-    Z2 = build_graph(X, "anchor", **kw)
+    A2, (ind, dist) = build_graph(X, "exact", n_ranked=20, **kw)  # the same graph, and 20 ranked neighbours
+    np.testing.assert_allclose(A2.toarray(), A.toarray())
+    ref_ind, ref_dist = nearest_neighbors(X, 20, "euclidean")
+    np.testing.assert_array_equal(ind, ref_ind)
+    np.testing.assert_allclose(dist, ref_dist)
+    Z, none = build_graph(X, "anchor", **kw)
+    assert Z.shape == (80, 10) and none is None
+    Z2 = build_graph(X, "anchor", **kw)[0]
     np.testing.assert_array_equal(Z.toarray(), Z2.toarray())  # seeded landmarks are deterministic
+
+
+def _within_class_share(A: sp.spmatrix, y: np.ndarray) -> float:
+    C = A.tocoo()
+    return float(C.data[y[C.row] == y[C.col]].sum() / C.data.sum())
+
+
+def test_rank_consensus_affinity_matches_a_dense_borda_count():
+    """Dense reference: Borda points L + 1 - rank (0 unlisted), summed over views and both directions; each row
+    keeps its N largest counts (ties by column); the edge weight is the mean over views of the listed Eq. 1
+    kernel (widths from the view's N nearest), 0 in a view that lists neither end; symmetric by max."""
+    rng = np.random.default_rng(3)
+    n, L, N = 40, 9, 4
+    views = [rng.normal(size=(n, d)) for d in (3, 5, 2)]
+    lists = [nearest_neighbors(X, L, "euclidean") for X in views]
+    count, kernel = np.zeros((n, n)), np.zeros((n, n))
+    for ind, dist in lists:
+        s = local_scale(dist[:, :N])
+        P, K = np.zeros((n, n)), np.zeros((n, n))
+        for i in range(n):
+            for r, (j, d) in enumerate(zip(ind[i], dist[i])):
+                P[i, j] = L - r
+                K[i, j] = np.exp(-d**2 / (s[i] * s[j]))
+        count += P + P.T
+        kernel += np.maximum(K, K.T) / len(views)
+    W = np.zeros((n, n))
+    for i in range(n):
+        for j in np.argsort(-count[i], kind="stable")[:N]:
+            W[i, j] = kernel[i, j]
+    A = rank_consensus_affinity(lists, N)
+    np.testing.assert_allclose(A.toarray(), np.maximum(W, W.T), rtol=1e-12)
+    assert ((A > 0).sum(axis=1) >= N).all()
+
+
+def test_rank_consensus_keeps_the_edges_the_views_agree_on():
+    """Two informative views (different noise) and one weak view: the average graph takes every edge the weak
+    view proposes; the rank-consensus graph keeps mostly within-class edges, more than the average graph and
+    than either informative view alone (the effect measured on Handwritten: 0.705 -> 0.949, docs/defaults.md)."""
+    rng = np.random.default_rng(7)
+    k, n, N = 4, 240, 10
+    y = np.arange(n) % k
+    centres = rng.normal(scale=1.6, size=(2, k, 6))
+    views = [centres[p][y] + rng.normal(size=(n, 6)) for p in range(2)] + [
+        0.5 * np.eye(k)[y] @ rng.normal(size=(k, 4)) + rng.normal(size=(n, 4))]
+    L = ranked_neighbors_count(n, k, N)
+    lists = [nearest_neighbors(X, L, "euclidean") for X in views]
+    graphs = [knn_affinity(ind[:, :N], dist[:, :N]) for ind, dist in lists]
+    consensus = _within_class_share(rank_consensus_affinity(lists, N), y)
+    average = _within_class_share(sum(graphs) / 3, y)
+    best_view = max(_within_class_share(A, y) for A in graphs)
+    assert consensus > average + 0.1 and consensus > best_view, (consensus, average, best_view)
+
+
+def test_ranked_neighbors_count_rule():
+    assert ranked_neighbors_count(2000, 10, 15) == 199  # the mean cluster size less one (Handwritten)
+    assert ranked_neighbors_count(60, 10, 5) == 5  # at least N
+    assert ranked_neighbors_count(100_000, 10, 15) == graph.MAX_RANKED_NEIGHBORS
+    assert ranked_neighbors_count(30, 1, 15) == 29  # at most n - 1
 
 
 # --------------------------------------------------------------------------- defaults
