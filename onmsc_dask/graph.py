@@ -154,10 +154,10 @@ def ranked_neighbors_count(n_samples: int, n_clusters: int, n_neighbors: int) ->
 def rank_consensus_affinity(neighbors: Sequence[tuple[np.ndarray, np.ndarray]], n_neighbors: int) -> sp.csr_matrix:
     """The graph the views agree on, from each view's L ranked neighbours (indices, distances; n x L, nearest
     first): i is linked to the N samples with the largest Borda count sum_p c_p(i, j) + c_p(j, i), where
-    c_p(i, j) = L + 1 - rank of j in view p's list of i (0 when unlisted), and the edge weighs the mean over the
-    views of its Eq. 1 affinity (the view's own widths; 0 in a view that lists neither end); symmetric by max.
-    The average graph takes every edge any view proposes, so a weak view's wrong edges enter F; here an edge needs
-    the views' support (docs/defaults.md)."""
+    c_p(i, j) = L + 1 - rank of j in view p's list of i (0 when unlisted; equal counts ordered by affinity), and the
+    edge weighs the mean over the views of its Eq. 1 affinity (the view's own widths; 0 in a view that lists
+    neither end); symmetric by max. The average graph takes every edge any view proposes, so a weak view's wrong
+    edges enter F; here an edge needs the views' support (docs/defaults.md)."""
     n, L = neighbors[0][0].shape
     points, indptr = np.tile(np.arange(L, 0, -1, dtype=float), n), np.arange(0, n * L + 1, L)
     credit, weight = sp.csr_matrix((n, n)), sp.csr_matrix((n, n))
@@ -165,13 +165,13 @@ def rank_consensus_affinity(neighbors: Sequence[tuple[np.ndarray, np.ndarray]], 
         C = sp.csr_matrix((points, ind.ravel(), indptr), shape=(n, n))
         K = _kernel(ind, dist, local_scale(dist[:, :n_neighbors]))
         credit, weight = credit + C + C.T, weight + K.maximum(K.T)
-    credit = credit.tocsr()
+    credit, weight = credit.tocsr(), weight.tocsr()
     credit.sum_duplicates()
     row = np.repeat(np.arange(n), np.diff(credit.indptr))
-    order = np.lexsort((-credit.data, row))  # by row, largest count first; ties in column order
+    affinity = np.asarray(weight[row, credit.indices]).ravel() / len(neighbors)
+    order = np.lexsort((-affinity, -credit.data, row))  # by row, largest count first, equal counts by affinity
     keep = order[np.arange(order.size) - credit.indptr[row] < n_neighbors]
-    rows, cols = row[keep], credit.indices[keep]
-    w = np.asarray(weight.tocsr()[rows, cols]).ravel() / len(neighbors)
+    rows, cols, w = row[keep], credit.indices[keep], affinity[keep]
     W = sp.csr_matrix((np.maximum(w, np.finfo(float).tiny), (rows, cols)), shape=(n, n))
     return W.maximum(W.T).tocsr()
 

@@ -295,7 +295,7 @@ def _within_class_share(A: sp.spmatrix, y: np.ndarray) -> float:
 
 def test_rank_consensus_affinity_matches_a_dense_borda_count():
     """Dense reference: Borda points L + 1 - rank (0 unlisted), summed over views and both directions; each row
-    keeps its N largest counts (ties by column); the edge weight is the mean over views of the listed Eq. 1
+    keeps its N largest counts (equal counts by affinity); the edge weight is the mean over views of the listed Eq. 1
     kernel (widths from the view's N nearest), 0 in a view that lists neither end; symmetric by max."""
     rng = np.random.default_rng(3)
     n, L, N = 40, 9, 4
@@ -313,11 +313,15 @@ def test_rank_consensus_affinity_matches_a_dense_borda_count():
         kernel += np.maximum(K, K.T) / len(views)
     W = np.zeros((n, n))
     for i in range(n):
-        for j in np.argsort(-count[i], kind="stable")[:N]:
+        for j in np.lexsort((-kernel[i], -count[i]))[:N]:
             W[i, j] = kernel[i, j]
     A = rank_consensus_affinity(lists, N)
     np.testing.assert_allclose(A.toarray(), np.maximum(W, W.T), rtol=1e-12)
     assert ((A > 0).sum(axis=1) >= N).all()
+    # the same graph whatever the order of the samples (equal counts are frequent; they are not broken by index)
+    perm = rng.permutation(n)
+    B = rank_consensus_affinity([nearest_neighbors(X[perm], L, "euclidean") for X in views], N)
+    np.testing.assert_allclose(B.toarray(), A.toarray()[np.ix_(perm, perm)], rtol=1e-12)
 
 
 def test_rank_consensus_keeps_the_edges_the_views_agree_on():
