@@ -24,8 +24,8 @@ COUNTS_MIN_ZERO_FRACTION = 0.9
 #: most neighbours each view ranks for the rank-consensus graph with exact search (its lists take n x L per view)
 MAX_RANKED_NEIGHBORS = 255
 #: ... and, in multiples of N, with pynndescent, whose search time grows with L (10,000 MNIST pixel rows: 0.4 s for
-#: 16 neighbours, 2.9 s for 64, 10.8 s for 255)
-APPROXIMATE_RANKED_NEIGHBORS = 4
+#: 16 neighbours, 1.0 s for 32, 2.9 s for 64, 10.8 s for 255)
+APPROXIMATE_RANKED_NEIGHBORS = 2
 
 
 def value_summary(X) -> tuple[float, float, bool]:
