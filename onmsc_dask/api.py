@@ -119,7 +119,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
     eigenvalue_scaling : late fusion of H_p^(o) (Lambda_p^(o))^1/2, the rank-k factors of the G_p^(o), instead of
         the bare eigenvectors H_p^(o) (the paper's form, ``False``); docs/defaults.md. The ``"select"`` search
         always fuses the bare eigenvectors, on which its criterion was measured.
-    drop_unrelated_views : leave out of the fusion and of the average graph every view whose cluster directions
+    drop_unrelated_views : leave out of the fusion and of F's graph every view whose cluster directions
         share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
         structure), with a warning; its weight is 0.
     random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on

@@ -170,7 +170,7 @@ def converged(previous: float, current: float, tol: float) -> bool:
 
 def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *, tol: float = 1e-4,
                 max_iter: int = 100) -> LateFusionResult:
-    """Algorithm 1 on H of shape (v, O, n, k) and the average-graph embedding F (n x k).
+    """Algorithm 1 on H of shape (v, O, n, k) and the consensus embedding F (n x k).
 
     W starts as the rotation aligning each H_p^(o) to F (the paper starts at W = I, which makes the first
     H* depend on eigenvector signs), mu uniform; then W (Eq. 14), mu (Eq. 15), H* (Eqs. 12-13) until the

@@ -17,7 +17,7 @@ import numpy as np
 from .assign import assign_labels
 from .fusion import LateFusionResult, late_fusion
 
-#: lambda1 candidates (weight of the average-graph embedding F; tr(H*^T F) <= k like each view's term)
+#: lambda1 candidates (weight of the consensus embedding F; tr(H*^T F) <= k like each view's term)
 LAMBDA1_GRID = (0.0, 0.5, 1.0, 2.0)
 #: lambda2 candidates in units of width * O (width = k, or n_components), the scale of the QP's linear term (Eq. 15)
 LAMBDA2_SCALE_GRID = (0.25, 0.5, 1.0, 2.0)
