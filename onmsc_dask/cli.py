@@ -233,7 +233,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
-                             "pipeline": "out_of_core", "metric": r.metrics,
+                             "pipeline": "out_of_core", "metric": r.metrics, "consensus_graph": "average",
                              "related_views": r.related_views.tolist()}}
     if store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # the kNN graphs use pynndescent: compile it once per worker
         log("compiling pynndescent on the workers (once per worker process)")
@@ -250,7 +250,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                          "n_neighbors": model.n_neighbors_, "n_landmarks": model.n_landmarks_,
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
                          "lambda1": model.lambda1_, "lambda2": model.lambda2_,
-                         "related_views": model.related_views_.tolist(),
+                         "consensus_graph": model.consensus_graph_, "related_views": model.related_views_.tolist(),
                          "n_neighbors_tried": {str(N): d for N, d in model.n_neighbors_tried_.items()}}}
 
 

@@ -154,10 +154,10 @@ def ranked_neighbors_count(n_samples: int, n_clusters: int, n_neighbors: int) ->
 def rank_consensus_affinity(neighbors: Sequence[tuple[np.ndarray, np.ndarray]], n_neighbors: int) -> sp.csr_matrix:
     """The graph the views agree on, from each view's L ranked neighbours (indices, distances; n x L, nearest
     first): i is linked to the N samples with the largest Borda count sum_p c_p(i, j) + c_p(j, i), where
-    c_p(i, j) = L + 1 - rank of j in view p's list of i (0 when unlisted; equal counts ordered by affinity), and the
-    edge weighs the mean over the views of its Eq. 1 affinity (the view's own widths; 0 in a view that lists
-    neither end); symmetric by max. The average graph takes every edge any view proposes, so a weak view's wrong
-    edges enter F; here an edge needs the views' support (docs/defaults.md)."""
+    c_p(i, j) = L + 1 - rank of j in view p's list of i (0 when unlisted; equal counts ordered by affinity, then
+    index), and the edge weighs the mean over the views of its Eq. 1 affinity (the view's own widths; 0 in a view
+    that lists neither end); symmetric by max. The average graph takes every edge any view proposes, so a weak
+    view's wrong edges enter F; here an edge needs the views' support (docs/defaults.md)."""
     n, L = neighbors[0][0].shape
     points, indptr = np.tile(np.arange(L, 0, -1, dtype=float), n), np.arange(0, n * L + 1, L)
     credit, weight = sp.csr_matrix((n, n)), sp.csr_matrix((n, n))

@@ -41,6 +41,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert report["resolved"]["embedding"] == "exact" and report["resolved"]["pipeline"] == "in_memory"
     assert report["resolved"]["related_views"] == [True, True, True]
     assert report["resolved"]["n_neighbors_tried"] == {}  # digits' clusters are all larger than 2N
+    assert report["resolved"]["consensus_graph"] == "rank"  # F's graph (docs/defaults.md)
     assert list(report["view_weights"]) == names
     assert sum(report["view_weights"].values()) == pytest.approx(1.0)
     objective = np.array(report["objective"])
