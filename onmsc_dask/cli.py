@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="landmarks m of the anchor graph, and Nystrom columns (default: min(1000, n / 10))")
     run.add_argument("--n-nearest-landmarks", type=positive_int, default=3,
                      help="landmarks r each sample links to in the anchor graph (default: 3)")
+    run.add_argument("--consensus-graph", default="auto", choices=("auto", "rank", "average"),
+                     help="graph of the consensus embedding F: the views' rank consensus or the paper's average "
+                          "(default: auto, rank on exact kNN graphs; docs/defaults.md)")
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=positive_int,
                      help=f"LocalCluster worker processes (default: {DEFAULT_WORKERS}; not with --scheduler)")
@@ -122,6 +125,9 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
     if solver != "exact":
         check_landmarks(args.n_landmarks, args.n_nearest_landmarks if solver == "anchor" else None, n_clusters,
                         n_samples, width)
+    if solver == "anchor" and args.consensus_graph == "rank":
+        raise ValueError("--consensus-graph rank needs kNN graphs (--embedding exact or nystrom); the anchor graph "
+                         "links samples to landmarks, not to each other")
 
 
 def _check_data(args: argparse.Namespace) -> None:
@@ -241,7 +247,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
-                  random_state=args.random_state)
+                  consensus_graph=args.consensus_graph, random_state=args.random_state)
     model.fit(store)  # read whole; messages name the store's views
     return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),

@@ -8,6 +8,7 @@ import pytest
 import zarr
 from distributed import LocalCluster
 
+from onmsc_dask.api import ONMSC
 from onmsc_dask.cli import main
 from onmsc_dask.store import MultiViewStore
 
@@ -67,6 +68,13 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
     assert list(report["view_weights"]) == ["view0", "view1"]
     assert np.load(out / "labels.npy").shape == (90,)
+    # the paper's F on request: the labels of ONMSC(consensus_graph="average") with the same seed
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "avg"), "--scheduler", scheduler,
+                 "--consensus-graph", "average"]) == 0
+    report = json.loads((tmp_path / "avg" / "report.json").read_text())
+    assert report["resolved"]["consensus_graph"] == "average"
+    expected = ONMSC(3, consensus_graph="average", random_state=0).fit(views).labels_
+    np.testing.assert_array_equal(np.load(tmp_path / "avg" / "labels.npy"), expected)
 
 
 def _count_nndescent_calls(threshold: int) -> None:
@@ -308,6 +316,9 @@ def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
     assert "n_nearest_landmarks=41 must satisfy" in capsys.readouterr().err and not (tmp_path / "b").exists()
     assert main(["run", "--data", str(data), "--n-components", "2", "--out", str(tmp_path / "c")]) == 2
     assert "n_components=2 must satisfy n_clusters=3" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    assert main(["run", "--data", str(data), "--embedding", "anchor", "--n-landmarks", "40", "--consensus-graph",
+                 "rank", "--out", str(tmp_path / "d")]) == 2
+    assert "--consensus-graph rank needs kNN graphs" in capsys.readouterr().err and not (tmp_path / "d").exists()
     (tmp_path / "file").write_text("mine")
     assert main(["run", "--data", str(data), "--out", str(tmp_path / "file")]) == 2
     assert "--out " + str(tmp_path / "file") + " is a file" in capsys.readouterr().err
