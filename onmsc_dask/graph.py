@@ -167,9 +167,11 @@ def rank_consensus_affinity(neighbors: Sequence[tuple[np.ndarray, np.ndarray]], 
         credit, weight = credit + C + C.T, weight + K.maximum(K.T)
     credit, weight = credit.tocsr(), weight.tocsr()
     credit.sum_duplicates()
+    weight.sum_duplicates()  # the same entries as credit: the pairs some view lists either way
     row = np.repeat(np.arange(n), np.diff(credit.indptr))
-    affinity = np.asarray(weight[row, credit.indices]).ravel() / len(neighbors)
-    order = np.lexsort((-affinity, -credit.data, row))  # by row, largest count first, equal counts by affinity
+    affinity = weight.data / len(neighbors)
+    score = credit.data + affinity / 2  # integer counts first, then affinity in (0, 1/2]
+    order = np.argsort(row * (2 * score.max() + 2) - score, kind="stable")  # by row, best first; ties by index
     keep = order[np.arange(order.size) - credit.indptr[row] < n_neighbors]
     rows, cols, w = row[keep], credit.indices[keep], affinity[keep]
     W = sp.csr_matrix((np.maximum(w, np.finfo(float).tiny), (rows, cols)), shape=(n, n))
