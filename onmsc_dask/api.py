@@ -262,7 +262,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
         warn_unrelated(self.related_views_, shares, n, width, names)
         used = np.flatnonzero(self.related_views_)
-        F = self._consensus_embedding([results[p][:2] for p in used], solver, width, graph_params, seeds[-2])
+        F, self.consensus_graph_ = self._consensus_embedding([results[p][:2] for p in used], solver, width,
+                                                             graph_params, seeds[-2])
         t2 = time.perf_counter()
         if "select" in (self.lambda1, self.lambda2):
             best, candidates = select_fusion(views_used(H, used), F, k,
@@ -298,21 +299,20 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return self.consensus_graph
 
     def _consensus_embedding(self, graphs: list[tuple], solver: str, width: int, graph_params: dict,
-                             seed: int) -> np.ndarray:
-        """F of Eq. 11 from the related views' (graph, ranked neighbours): the rank-consensus graph's embedding, or
-        the average graph's (also, with a warning, when the consensus graph falls into more than ``width``
-        pieces, so that its leading eigenvectors would be arbitrary)."""
+                             seed: int) -> tuple[np.ndarray, str]:
+        """F of Eq. 11 from the related views' (graph, ranked neighbours) and the graph it came from: the
+        rank-consensus graph's embedding, or the average graph's (also, with a warning, when the consensus graph
+        falls into more than ``width`` pieces, so that its leading eigenvectors would be arbitrary)."""
         if self.consensus_graph_ == "rank":
             A = rank_consensus_affinity([neighbors for _, neighbors in graphs], graph_params["n_neighbors"])
             pieces = n_components(A)
             if pieces <= width:
                 return embed_graph(A, solver, width, 1, n_landmarks=graph_params["n_landmarks"], random_state=seed,
-                                   label="the rank-consensus graph")[0][0]
+                                   label="the rank-consensus graph")[0][0], "rank"
             user_warning(f"the rank-consensus graph of the views falls into {pieces} pieces, more than {width}; F is "
                          "the average graph's embedding")
-            self.consensus_graph_ = "average"
         return average_graph_embedding([graph for graph, _ in graphs], solver, width,
-                                       n_landmarks=graph_params["n_landmarks"], random_state=seed)
+                                       n_landmarks=graph_params["n_landmarks"], random_state=seed), "average"
 
     @staticmethod
     def _fixed_lambda(name: str, value, auto: float) -> float | None:
