@@ -197,16 +197,25 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if (self.lambda1, self.lambda2, self.consensus_graph) != ("auto", "auto", "auto"):
                 raise ValueError("lambda1, lambda2 and consensus_graph apply to late fusion; early fusion's weight is "
                                  "alpha")
-        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
-            delattr(self, name)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
-        views, names = _as_views(views, view_names)
-        if self.fusion == "early":
-            self._fit_early(views, names, t0)
-            return self
-        self._fit_late(views, names, random_state, t0)
-        if self.n_neighbors is None and self.embedding_solver_ != "anchor":
-            self._refit_for_small_clusters(views, names, random_state)
+        if self.embedding == "anchor":
+            self._consensus_graph("anchor")  # its error before any work
+        self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
+        try:
+            views, names = _as_views(views, view_names)
+            if self.fusion == "early":
+                self._fit_early(views, names, t0)
+                return self
+            self._fit_late(views, names, random_state, t0)
+            if self.n_neighbors is None and self.embedding_solver_ != "anchor":
+                self._refit_for_small_clusters(views, names, random_state)
+        except BaseException:
+            self._clear_fitted()  # a failed fit leaves no fitted attributes behind
+            raise
         return self
+
+    def _clear_fitted(self) -> None:
+        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
+            delattr(self, name)
 
     def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None) -> None:
         """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one

@@ -407,7 +407,7 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
         "parameters": {"n_clusters": args.n_clusters, "embedding": args.embedding, "order": args.order,
                        "n_components": args.n_components,
                        "n_neighbors": args.n_neighbors, "n_landmarks": args.n_landmarks,
-                       "n_nearest_landmarks": args.n_nearest_landmarks,
+                       "n_nearest_landmarks": args.n_nearest_landmarks, "consensus_graph": args.consensus_graph,
                        "random_state": args.random_state, "workers": workers, "scheduler": args.scheduler},
         "resolved": fit["resolved"] | {"n_workers": n_workers},
         "metrics": metrics,

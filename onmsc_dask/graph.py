@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
+from sklearn.metrics import pairwise_distances_chunked
 from sklearn.neighbors import NearestNeighbors
 
 from .validation import (METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
@@ -96,8 +97,7 @@ def nearest_neighbors(X, n_neighbors: int, metric: str, random_state: int | None
     n = X.shape[0]
     Xm = _prepare(X, metric)
     if n <= BRUTE_FORCE_MAX_SAMPLES:
-        nn = NearestNeighbors(n_neighbors=n_neighbors, algorithm="brute", metric="euclidean").fit(Xm)
-        dist, ind = nn.kneighbors()  # excludes each query point itself
+        ind, dist = _exact_neighbors(Xm, n_neighbors)
     else:
         from pynndescent import NNDescent
 
@@ -108,6 +108,26 @@ def nearest_neighbors(X, n_neighbors: int, metric: str, random_state: int | None
     if metric != "euclidean":  # chord length of unit vectors -> cosine distance
         dist = dist**2 / 2.0
     return ind.astype(np.int64), dist.astype(np.float64)
+
+
+def _exact_neighbors(Xm, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+    """Brute-force euclidean search, each row's nearest other rows ordered by (distance, index): equal distances
+    (duplicate or rounded rows) are broken by index, so the first N of a longer list are the N-neighbour list."""
+    def nearest(D: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.arange(D.shape[0])
+        D[rows, start + rows] = np.inf  # not the row itself
+        cols = np.argpartition(D, n_neighbors - 1, axis=1)[:, :n_neighbors]
+        dist = np.take_along_axis(D, cols, axis=1)
+        kth = dist.max(axis=1, keepdims=True)
+        for i in np.flatnonzero((D == kth).sum(axis=1) > (dist == kth).sum(axis=1)):  # ties cut by the list's end
+            closer, tied = np.flatnonzero(D[i] < kth[i]), np.flatnonzero(D[i] == kth[i])
+            cols[i] = np.concatenate([closer, tied[:n_neighbors - closer.size]])
+            dist[i] = D[i, cols[i]]
+        order = np.lexsort((cols, dist), axis=1)  # by distance, then index
+        return np.take_along_axis(cols, order, axis=1), np.take_along_axis(dist, order, axis=1)
+
+    parts = list(pairwise_distances_chunked(Xm, reduce_func=nearest, working_memory=64))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _drop_self(ind: np.ndarray, dist: np.ndarray):

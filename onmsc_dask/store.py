@@ -411,6 +411,9 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
     dtype = _store_dtype(view.dtype)
     if sp.issparse(view):
         view = sp.csr_matrix(view)
+        if not view.has_canonical_format:  # one entry per position, on a copy (never the caller's matrix)
+            view = view.copy()
+            view.sum_duplicates()
         check_finite(view, label)
         _write_csr(group, name, view, dtype).attrs.update({"chunk_rows": chunk_rows})
         return

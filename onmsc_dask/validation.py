@@ -62,7 +62,9 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
                                                                                           copy=True, order="C")
     except (TypeError, ValueError) as exc:  # text, objects
         raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
-    if not sp.issparse(X):
+    if sp.issparse(X):
+        X.sum_duplicates()  # canonical entries (the copy's), so value summaries see each entry once
+    else:
         if X.ndim == 1:
             raise ValueError(f"{label}: expected a 2-D array (samples x features), got 1-D; use X.reshape(-1, 1)")
         if X.ndim != 2:

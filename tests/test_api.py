@@ -7,8 +7,11 @@ import scipy.sparse as sp
 from distributed import Client, LocalCluster, get_task_stream
 from sklearn.base import clone
 from sklearn.datasets import load_digits
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from onmsc_dask import api
 from onmsc_dask.api import ONMSC
 from onmsc_dask.baselines import AverageGraphSC, LinearCombination, SingleBestView
 from onmsc_dask.fusion import eigenvalue_scaled, late_fusion
@@ -437,6 +440,24 @@ def test_refit_keeps_nothing_of_an_earlier_fit(small_digits):
     assert late_only <= set(vars(est)) and not hasattr(est, "alpha_")
 
 
+def test_failed_fit_leaves_no_fitted_attributes(small_digits, two_views, monkeypatch):
+    """A fit that raised had already set n_neighbors_, metric_, ... so check_is_fitted passed on an estimator
+    without labels; a failed refit kept that partial state too."""
+    views, _ = small_digits
+    est = ONMSC(10, random_state=0).fit(views)
+    bad = [views[0].copy(), views[1].copy()]
+    bad[1][3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(bad)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    est = ONMSC(3, random_state=0)  # an error after graphs, embeddings and fusion have set their attributes
+    monkeypatch.setattr(api, "assign_labels", lambda *a, **k: (_ for _ in ()).throw(MemoryError("k-means")))
+    with pytest.raises(MemoryError):
+        est.fit(two_views)
+    assert not [a for a in vars(est) if a.endswith("_")]
+
+
 def test_eigenvalue_scaling_fuses_the_rank_k_factors(small_digits):
     """Default: late fusion of H_p^(o) Lambda^1/2 (view_eigenvalues_ = the Rayleigh quotients, <= 1);
     eigenvalue_scaling=False fuses the bare eigenvectors, the paper's form."""
@@ -546,7 +567,6 @@ def test_fit_predict_forwards_fit_parameters_and_baselines_check_theirs(two_view
 def test_F_is_the_rank_consensus_graph_on_knn_graphs(small_digits, monkeypatch):
     """consensus_graph="auto": F is the embedding of graph.rank_consensus_affinity of the views' ranked neighbours
     on exact kNN graphs; "average" gives the paper's average graph; anchor graphs keep the average."""
-    import onmsc_dask.api as api
     from onmsc_dask.graph import nearest_neighbors, rank_consensus_affinity, ranked_neighbors_count, view_graphs
     from onmsc_dask.spectral import average_graph_embedding, embed_graph
     from onmsc_dask.validation import fit_seeds

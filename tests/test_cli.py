@@ -73,6 +73,7 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
                  "--consensus-graph", "average"]) == 0
     report = json.loads((tmp_path / "avg" / "report.json").read_text())
     assert report["resolved"]["consensus_graph"] == "average"
+    assert report["parameters"]["consensus_graph"] == "average"  # given, as every other option
     expected = ONMSC(3, consensus_graph="average", random_state=0).fit(views).labels_
     np.testing.assert_array_equal(np.load(tmp_path / "avg" / "labels.npy"), expected)
 

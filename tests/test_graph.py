@@ -288,6 +288,24 @@ def test_build_graph_dispatch():
     np.testing.assert_array_equal(Z.toarray(), Z2.toarray())  # seeded landmarks are deterministic
 
 
+def test_exact_neighbours_break_ties_by_index():
+    """Rounded rows tie at many distances; the brute-force search returned the tied neighbours in an order that
+    depended on how many were asked for, so the rank path (first N of L) changed the views' own graphs."""
+    X = np.random.default_rng(0).integers(0, 3, (300, 4)).astype(float)
+    ind, dist = nearest_neighbors(X, 60, "euclidean")
+    step, next_index = np.diff(dist, axis=1), np.diff(ind, axis=1)
+    assert np.all((step > 0) | ((step == 0) & (next_index > 0))) and not np.any(ind == np.arange(300)[:, None])
+    for N in (5, 10, 23):
+        short = nearest_neighbors(X, N, "euclidean")
+        np.testing.assert_array_equal(short[0], ind[:, :N])
+        A, (ranked, _) = build_graph(X, "exact", n_neighbors=N, metric="euclidean", n_landmarks=0,
+                                     n_nearest_landmarks=3, n_ranked=60)
+        assert abs(A - view_affinity(X, N, "euclidean")).nnz == 0
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) + np.diag(np.full(300, np.inf))  # dense reference
+    ref = np.lexsort((np.broadcast_to(np.arange(300), d2.shape), d2), axis=1)[:, :60]
+    np.testing.assert_array_equal(ind, ref)
+
+
 def _within_class_share(A: sp.spmatrix, y: np.ndarray) -> float:
     C = A.tocoo()
     return float(C.data[y[C.row] == y[C.col]].sum() / C.data.sum())

@@ -608,6 +608,25 @@ def test_fewer_distinct_samples_than_clusters_is_an_error_out_of_core(tmp_path, 
                   random_state=0)
 
 
+def test_csr_view_with_duplicate_entries_is_the_same_view(tmp_path):
+    """A CSR matrix holding a count as two entries (c/2 + c/2) is the same matrix, but the metric rule read its
+    non-integer entries and chose cosine instead of counts, changing the labels."""
+    rng = np.random.default_rng(0)
+    counts = sp.csr_matrix(rng.poisson(0.05, (90, 400)) * np.repeat(np.eye(3), 30, 0).repeat(134, 1)[:, :400]
+                           + rng.poisson(0.02, (90, 400)))
+    split = sp.csr_matrix((np.repeat(counts.data / 2, 2), np.repeat(counts.indices, 2), 2 * counts.indptr),
+                          shape=counts.shape)
+    assert abs(split - counts).max() == 0 and split.nnz == 2 * counts.nnz
+    other = rng.normal(size=(90, 5)) + np.repeat(np.eye(3, 5) * 4, 30, 0)
+    ref = ONMSC(3, random_state=0).fit([counts, other])
+    got = ONMSC(3, random_state=0).fit([split, other])
+    assert ref.metric_ == got.metric_ == ["counts", "euclidean"]
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    store = MultiViewStore.create(tmp_path / "s.zarr", [split, other])  # stored with one entry per position
+    assert store.read_rows(0, 0, 90).nnz == counts.nnz
+    assert split.nnz == 2 * counts.nnz  # the caller's matrix keeps its entries
+
+
 def test_counts_metric_on_negative_values_is_an_error_naming_the_view(tmp_path):
     """log(1 + x) of values below -1 gave NaN and an error from scikit-learn that named no view."""
     rng = np.random.default_rng(0)
