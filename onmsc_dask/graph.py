@@ -38,27 +38,32 @@ def value_summary(X) -> tuple[float, float, bool]:
     return float(values.min()) if values.size else 0.0, zeros / max(size, 1), integer
 
 
-def metric_for(min_value: float, zero_fraction: float, integer: bool) -> str:
+def metric_for(min_value: float, zero_fraction: float, integer: bool, n_features: int) -> str:
     """The ``auto`` rule: sparse non-negative integer data are counts (bag of words: cosine on log(1 + count),
     damping frequent terms); other non-negative data (histograms, intensities) use cosine, since their
-    direction matters more than their length; data with negative values use euclidean."""
-    if min_value < 0:
+    direction matters more than their length; data with negative values, or a single feature (whose only
+    direction is its sign), use euclidean."""
+    if min_value < 0 or n_features == 1:
         return "euclidean"
     return "counts" if integer and zero_fraction >= COUNTS_MIN_ZERO_FRACTION else "cosine"
 
 
 def resolve_metric(X, metric: str = "auto", label: str = "the view") -> str:
     """Metric for a view (``auto``: ``metric_for`` its values), checked against its values."""
-    return metric_from_values(metric, *value_summary(X), label=label)
+    return metric_from_values(metric, *value_summary(X), X.shape[1], label=label)
 
 
-def metric_from_values(metric: str, min_value: float, zero_fraction: float, integer: bool,
+def metric_from_values(metric: str, min_value: float, zero_fraction: float, integer: bool, n_features: int,
                        label: str = "the view") -> str:
-    """``metric_for`` the values for ``auto``; a given metric is checked: ``counts`` needs non-negative values."""
+    """``metric_for`` the values for ``auto``; a given metric is checked: ``counts`` needs non-negative values,
+    ``cosine`` and ``counts`` more than one feature."""
     if metric == "auto":
-        return metric_for(min_value, zero_fraction, integer)
+        return metric_for(min_value, zero_fraction, integer, n_features)
     if metric not in METRICS:
         raise ValueError(f"metric must be 'auto' or one of {METRICS}, got {metric!r}")
+    if metric != "euclidean" and n_features == 1:
+        raise ValueError(f"{label}: metric {metric!r} compares directions, and a single feature has one direction "
+                         "(every row becomes the same unit vector, a constant view); use 'euclidean'")
     if metric == "counts" and min_value < 0:
         raise ValueError(f"{label}: metric 'counts' (cosine on log(1 + count)) needs non-negative values, "
                          f"found {min_value:g}")

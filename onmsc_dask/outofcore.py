@@ -137,7 +137,7 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tup
     check_scale(max(max(np.abs(s.col_min).max(), np.abs(s.col_max).max()) for s in summaries), label)
     resolved = metric_from_values(metric, min(s.min_value for s in summaries),
                                   sum(s.zero_fraction * s.rows for s in summaries) / rows,
-                                  all(s.integer for s in summaries), label)
+                                  all(s.integer for s in summaries), spread.size, label)
     return (resolved, sum(s.n_zero_rows for s in summaries),
             [i for s in summaries for i in s.zero_row_examples][:5])
 

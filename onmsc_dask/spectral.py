@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import eigsh
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .graph import NormalizedHighOrderAffinity, inv_sqrt
 
@@ -42,10 +43,28 @@ def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.nda
         dense = G @ np.eye(n) if not isinstance(G, np.ndarray) else G
         vals, vecs = np.linalg.eigh((dense + dense.T) / 2)
     else:
-        v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
-        vals, vecs = eigsh(G, k=k, which="LA", v0=v0, ncv=min(n, max(2 * k + 1, 40)), tol=1e-8)
+        known = piece_eigenvectors(G) if isinstance(G, NormalizedHighOrderAffinity) else np.zeros((n, 0))
+        vals, vecs = np.ones(known.shape[1]), known
+        if known.shape[1] < k:  # Lanczos from one start vector misses repeated eigenvalues: deflate the known ones
+            rest = G if not known.size else LinearOperator(
+                G.shape, matvec=lambda x: G @ x - 2 * known @ (known.T @ x), dtype=np.float64)
+            v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
+            more, V = eigsh(rest, k=k - known.shape[1], which="LA", v0=v0, ncv=min(n, max(2 * k + 1, 40)), tol=1e-8)
+            vals, vecs = np.r_[vals, more], np.hstack([known, V])
     order = np.argsort(vals)[::-1][:k]
     return vals[order], fix_signs(vecs[:, order])
+
+
+def piece_eigenvectors(G: NormalizedHighOrderAffinity) -> np.ndarray:
+    """G's eigenvectors of eigenvalue 1 when its graph falls into pieces: D^1/2 1_piece, unit norm, one column per
+    piece (none for a connected graph)."""
+    pieces, piece = connected_components(G.A, directed=False)
+    if pieces == 1:
+        return np.zeros((G.shape[0], 0))
+    sqrt_degrees = np.divide(1.0, G.inv_sqrt_degrees, out=np.zeros(G.shape[0]), where=G.inv_sqrt_degrees > 0)
+    Q = np.zeros((G.shape[0], pieces))
+    Q[np.arange(G.shape[0]), piece] = sqrt_degrees
+    return Q / np.maximum(np.linalg.norm(Q, axis=0), np.finfo(float).tiny)
 
 
 def exact_embedding(A, k: int, order: int, random_state: int | None = None) -> np.ndarray:

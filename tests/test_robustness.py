@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from onmsc_dask.api import ONMSC
 from onmsc_dask.io import load, load_mat, read_idx
+from onmsc_dask.metrics import accuracy
 from onmsc_dask.outofcore import STAGES, fit_store
 from onmsc_dask.store import MultiViewStore
 
@@ -625,6 +626,22 @@ def test_csr_view_with_duplicate_entries_is_the_same_view(tmp_path):
     store = MultiViewStore.create(tmp_path / "s.zarr", [split, other])  # stored with one entry per position
     assert store.read_rows(0, 0, 90).nnz == counts.nnz
     assert split.nnz == 2 * counts.nnz  # the caller's matrix keeps its entries
+
+
+def test_single_feature_view_is_euclidean(tmp_path):
+    """A one-column non-negative view got cosine: every row became [1], a constant view that took the largest
+    weight in memory, and out of core an error about "1 distinct landmarks" for 600 distinct values."""
+    rng = np.random.default_rng(1)
+    c = np.repeat(np.arange(3), 200)
+    A = rng.normal(size=(600, 5)) * 1.5 + c[:, None] * 2
+    B = c[:, None] * 5.0 + rng.random((600, 1)) + 1  # separates the clusters on its own
+    est = ONMSC(3, random_state=0).fit([A, B])
+    assert est.metric_ == ["euclidean", "euclidean"] and accuracy(c, est.labels_) > 0.99
+    store = MultiViewStore.create(tmp_path / "s.zarr", [A, B], c)
+    result = fit_store(store, 3, n_landmarks=60, random_state=0)
+    assert result.metrics == ["euclidean", "euclidean"] and accuracy(c, result.labels) > 0.95  # measured 0.972
+    with pytest.raises(ValueError, match=r"view 1: metric 'cosine' compares directions, and a single feature"):
+        ONMSC(3, metric="cosine").fit([A, B])
 
 
 def test_counts_metric_on_negative_values_is_an_error_naming_the_view(tmp_path):

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
-                              select_landmarks)
+                              select_landmarks, view_affinity)
 from onmsc_dask.spectral import (anchor_embedding, anchor_factor, average_graph_embedding, eigvecs_from_factor,
                                  embed_graph, exact_embedding, nystrom_embedding,
                                  orthogonalize, randomized_eigh, resolve_solver, top_eigenvectors)
@@ -313,3 +313,18 @@ def test_nystrom_rank_deficient_sample_is_an_error():
     H = nystrom_embedding(A, K, 2, n_landmarks=8, random_state=0)  # G^2 has a positive diagonal: a full-rank block
     _assert_orthonormal(H)
     assert np.linalg.matrix_rank(H) == K
+
+
+def test_graph_in_pieces_gets_every_eigenvalue_one():
+    """Three separated 1-D groups: G has eigenvalue 1 three times, and ARPACK from one start vector found it once
+    (eigenvalues 1, 0.9994, 0.9992), so k-means split the groups wrongly (ACC 0.63 for a perfectly separated view)."""
+    rng = np.random.default_rng(1)
+    X = np.repeat(np.arange(3), 200)[:, None] * 5.0 + rng.random((600, 1))
+    G = NormalizedHighOrderAffinity(view_affinity(X, 15, "euclidean"), 2)
+    vals, H = top_eigenvectors(G, 5, random_state=0)
+    np.testing.assert_allclose(vals[:3], 1.0, atol=1e-12)
+    dense = G @ np.eye(600)
+    ref = np.linalg.eigvalsh((dense + dense.T) / 2)[::-1][:5]
+    np.testing.assert_allclose(vals, ref, atol=1e-8)
+    np.testing.assert_allclose(H.T @ H, np.eye(5), atol=1e-8)
+    np.testing.assert_allclose(G @ H, H * vals, atol=1e-6)
