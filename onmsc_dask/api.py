@@ -107,7 +107,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
     metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
         or a list with one entry per view.
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
-        min(1000, n / 10) (validation.default_n_landmarks).
+        min(1000, n / 10), at least twice the embedding width (validation.default_n_landmarks).
     consensus_graph : the graph F (Eq. 11) is the embedding of: ``"rank"``, the edges the views agree on
         (graph.rank_consensus_affinity: Borda count of the views' ranked neighbours); ``"average"``, the paper's
         average affinity (1/v) sum_p A_p; ``"auto"``: rank on exact kNN graphs, average for anchor graphs (no

@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="eigenvectors per graph, at least k (default: k; docs/solvers.md)")
     run.add_argument("--n-neighbors", type=positive_int, help="kNN graph neighbours N (default: from n and k)")
     run.add_argument("--n-landmarks", type=positive_int,
-                     help="landmarks m of the anchor graph, and Nystrom columns (default: min(1000, n / 10))")
+                     help="landmarks m of the anchor graph, and Nystrom columns (default: min(1000, n / 10), at "
+                          "least 2 x the embedding width)")
     run.add_argument("--n-nearest-landmarks", type=positive_int, default=3,
                      help="landmarks r each sample links to in the anchor graph (default: 3)")
     run.add_argument("--consensus-graph", default="auto", choices=("auto", "rank", "average"),
