@@ -45,7 +45,7 @@ ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
 
 def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> np.ndarray:
     """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
-    y = np.asarray(y)
+    y = y.toarray() if sp.issparse(y) else np.asarray(y)  # MATLAB may save a label vector sparse
     if sum(s > 1 for s in y.shape) > 1:
         raise ValueError(f"{name}: has shape {y.shape}, expected a vector")
     y = y.ravel()

@@ -474,3 +474,12 @@ def test_shared_mnist_t10k():
     images, labels = load_mnist_dir(SHARED_DATA / "mnist-t10k", "test")
     assert images.shape == (10000, 28, 28) and images.dtype == np.uint8
     assert set(np.unique(labels)) == set(range(10))
+
+
+def test_mat_sparse_labels_are_read(tmp_path):
+    """A label vector MATLAB saved sparse was refused as 'has dtype object'."""
+    X = np.empty((1, 2), dtype=object)
+    X[0, 0], X[0, 1] = np.random.default_rng(0).random((30, 4)), np.random.default_rng(1).random((30, 3))
+    y = np.repeat([0, 1, 2], 10)
+    scipy.io.savemat(tmp_path / "s.mat", {"X": X, "y": sp.csr_matrix(y[:, None].astype(float))})
+    np.testing.assert_array_equal(load_mat(tmp_path / "s.mat")[1], y)
