@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
-from .assign import assign_labels
+from .assign import assign_labels, readout
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
                     resolve_graph_inputs, smallest_cluster_neighbors, view_graphs)
@@ -102,8 +102,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         orders used, by ``selection.select_fusion`` (k-means distortion of H*).
     embedding : ``"exact"``, ``"anchor"``, ``"nystrom"`` or ``"auto"`` (spectral.resolve_solver).
     n_components : eigenvectors per graph (H_p^(o), F and H* are n x n_components; ``lambda2="auto"`` is
-        n_components * O); ``None`` uses k, the paper's. The labels are always k clusters. Late fusion only;
-        measured in docs/solvers.md ("More eigenvectors than clusters").
+        n_components * O); ``None``: k (the paper's), or 2k from 500 samples per cluster
+        (validation.default_n_components). The labels are always k clusters, k-means of H* when it is k wide, else
+        of the fusion target (assign.readout). Late fusion only; docs/solvers.md ("More eigenvectors than
+        clusters").
     metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
         or a list with one entry per view.
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
@@ -128,13 +130,15 @@ class ONMSC(ClusterMixin, BaseEstimator):
     Attributes
     ----------
     labels_ : the cluster of each sample, 0..k-1.
-    embedding_ : H* (late fusion, n x n_components) or P Lambda (early fusion, n x k), the rows k-means clusters.
+    embedding_ : H* (late fusion, n x n_components) or P Lambda (early fusion, n x k).
+    fusion_target_ : late fusion's T = S + lambda1 F (Eq. 12), H*'s directions weighted by the views' support; the
+        labels are k-means of its rows when H* is wider than k (assign.readout), of H*'s otherwise.
     view_weights_ : mu, one weight per view (0 for a view left out).
     objective_ : late fusion: J of Eq. 11 after each iteration (maximised: never decreases; ``n_iter_`` values).
         Early fusion: the objective of Eq. 10 at the start and after each iteration (minimised: never increases;
         ``n_iter_ + 1`` values).
     n_iter_, converged_ : iterations run, and whether ``tol`` was met before ``max_iter``.
-    inertia_ : k-means inertia of the labels on the row-normalized embedding.
+    inertia_ : k-means inertia of the labels on the row-normalized read-out.
     related_views_ : bool per view, kept by fusion.related_views (the others have weight 0).
     n_neighbors_, metric_, embedding_solver_ : the resolved N, metric per view and solver;
         ``n_neighbors_tried_`` maps each N fitted by the default-N refit to its distortion.
@@ -290,9 +294,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
             fused = fuse_views(H, self.view_eigenvalues_, F, used, self.lambda1_, self.lambda2_,
                                eigenvalue_scaling=self.eigenvalue_scaling, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()
-        self.labels_, self.inertia_ = assign_labels(fused.embedding, k, n_init=self.n_init,
-                                                    random_state=seeds[-1])
-        self.embedding_, self.view_weights_ = fused.embedding, full_weights(fused.view_weights, used, len(H))
+        self.labels_, self.inertia_ = assign_labels(readout(fused.embedding, fused.target, k), k,
+                                                    n_init=self.n_init, random_state=seeds[-1])
+        self.embedding_, self.fusion_target_ = fused.embedding, fused.target
+        self.view_weights_ = full_weights(fused.view_weights, used, len(H))
         self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,

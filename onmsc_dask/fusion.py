@@ -136,6 +136,7 @@ def eigenvalue_scaled(H: np.ndarray, eigenvalues: np.ndarray) -> np.ndarray:
 @dataclass
 class LateFusionResult:
     embedding: np.ndarray  # H*, n x k
+    target: np.ndarray  # T = S + lambda1 F, whose polar factor is H* (Eq. 12)
     view_weights: np.ndarray  # mu
     rotations: np.ndarray  # W, (v, O, k, k)
     objective: list[float] = field(default_factory=list)  # J after each iteration
@@ -183,8 +184,9 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
     mu = np.full(v, 1.0 / v)
     W = np.stack([np.stack([polar(H[p, o].T @ F) for o in range(O)]) for p in range(v)])
     S = combine(H, W, mu)
-    Hstar = polar(S + lambda1 * F)
-    result = LateFusionResult(Hstar, mu, W)
+    T = S + lambda1 * F
+    Hstar = polar(T)
+    result = LateFusionResult(Hstar, T, mu, W)
     previous = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
     for it in range(1, max_iter + 1):
         W = np.stack([np.stack([polar(H[p, o].T @ Hstar) for o in range(O)]) for p in range(v)])  # Eq. 14
@@ -192,7 +194,8 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
         a = np.einsum("ponk,nk->p", R, Hstar)  # tr(H*^T sum_o H_p W_p)
         mu = simplex_qp(M, a / lambda2)  # Eq. 15 with f = a / lambda2 (the paper's lambda1 / lambda2 is a typo)
         S = np.einsum("p,ponk->nk", mu, R)
-        Hstar = polar(S + lambda1 * F)  # Eq. 12, maximised by polar
+        T = S + lambda1 * F
+        Hstar = polar(T)  # Eq. 12, maximised by polar
         current = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
         result.objective.append(current)
         result.n_iter = it
@@ -200,7 +203,7 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
             result.converged = True
             break
         previous = current
-    result.embedding, result.view_weights, result.rotations = Hstar, mu, W
+    result.embedding, result.target, result.view_weights, result.rotations = Hstar, T, mu, W
     return result
 
 

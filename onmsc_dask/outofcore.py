@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from dask.delayed import Delayed
 
-from .assign import assign_labels
+from .assign import assign_labels, readout
 from .fusion import full_weights, fuse_views, related_views, warn_unrelated
 from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows,
                     metric_from_values, value_summary)
@@ -311,7 +311,7 @@ def _fusion(run: _Run, emb: dict[str, Any]) -> dict[str, Any]:
     fp, used = run.params["fusion"], np.flatnonzero(emb["related"])
     fused = fuse_views(emb["H"], emb["eigenvalues"], emb["F"], used, fp["lambda1"], fp["lambda2"],
                        eigenvalue_scaling=fp["eigenvalue_scaling"], tol=fp["tol"], max_iter=fp["max_iter"])
-    return {"embedding": fused.embedding, "view_weights": full_weights(fused.view_weights, used, run.store.n_views),
+    return {"embedding": fused.embedding, "target": fused.target, "view_weights": full_weights(fused.view_weights, used, run.store.n_views),
             "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 
 
@@ -373,8 +373,10 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
         check_components(Zs[f"Z{p}"], view_label(p, store.view_names), k, anchor=True, width=width)
     emb = run.stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"], lambda: _embeddings(run, Zs))
     warn_unrelated(emb["related"], emb["shares"], n, width, store.view_names)  # also when the stage is resumed
-    fus = run.stage("fusion", ["embedding", "view_weights", "objective", "converged"], lambda: _fusion(run, emb))
-    lab = run.stage("labels", ["labels"], lambda: {"labels": assign_labels(fus["embedding"], k, n_init=n_init,
+    fus = run.stage("fusion", ["embedding", "target", "view_weights", "objective", "converged"],
+                    lambda: _fusion(run, emb))
+    lab = run.stage("labels", ["labels"], lambda: {"labels": assign_labels(readout(fus["embedding"], fus["target"], k),
+                                                                          k, n_init=n_init,
                                                                           random_state=run.seeds[-1])[0]})
     return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], view_weights=fus["view_weights"],
                            objective=fus["objective"], view_embeddings=emb["H"],

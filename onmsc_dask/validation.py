@@ -260,11 +260,21 @@ def fit_seeds(random_state: int | None, n_views: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence(random_state).generate_state(n_views + 2)]
 
 
+#: samples per cluster from which the default embedding is 2k wide instead of k (docs/defaults.md)
+WIDE_EMBEDDING_SAMPLES_PER_CLUSTER = 500
+
+
+def default_n_components(n_samples: int, n_clusters: int) -> int:
+    """The width for ``n_components=None``: k, or 2k when there are at least 500 samples per cluster, where the
+    leading eigenvectors follow variations within the clusters and k of them miss cluster boundaries."""
+    return 2 * n_clusters if n_samples >= WIDE_EMBEDDING_SAMPLES_PER_CLUSTER * n_clusters else n_clusters
+
+
 def check_n_components(n_components: int | None, n_clusters: int, n_samples: int) -> int:
-    """The embedding width: k when None, else k <= n_components < n eigenvectors per graph (as scikit-learn's
-    SpectralClustering(n_components=...))."""
+    """The embedding width: ``default_n_components`` when None, else k <= n_components < n eigenvectors per graph
+    (as scikit-learn's SpectralClustering(n_components=...))."""
     if n_components is None:
-        return n_clusters
+        return default_n_components(n_samples, n_clusters)
     n_components = check_int("n_components", n_components)
     if not n_clusters <= n_components < n_samples:
         raise ValueError(f"n_components={n_components} must satisfy n_clusters={n_clusters} <= n_components < "

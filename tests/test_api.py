@@ -14,7 +14,8 @@ from threadpoolctl import threadpool_limits
 from onmsc_dask import api
 from onmsc_dask.api import ONMSC
 from onmsc_dask.baselines import AverageGraphSC, LinearCombination, SingleBestView
-from onmsc_dask.fusion import eigenvalue_scaled, late_fusion
+from onmsc_dask.assign import assign_labels
+from onmsc_dask.fusion import eigenvalue_scaled, late_fusion, polar
 from onmsc_dask.metrics import accuracy
 
 #: measured ACC on these views with the defaults (exact solver): 0.825 (full digits); bar a few points lower
@@ -269,10 +270,29 @@ def test_n_components_more_eigenvectors_than_clusters(small_digits, embedding):
     assert est.view_embeddings_.shape[-2:] == (n, 14) and est.average_embedding_.shape == (n, 14)
     np.testing.assert_allclose(est.embedding_.T @ est.embedding_, np.eye(14), atol=1e-8)
     assert est.lambda2_ == 28.0 and set(est.labels_) == set(range(10))
+    np.testing.assert_allclose(polar(est.fusion_target_), est.embedding_, atol=1e-8)  # H* = polar(T), Eq. 12
+    labels, inertia = assign_labels(est.fusion_target_, 10, random_state=api.fit_seeds(0, 3)[-1])
+    np.testing.assert_array_equal(est.labels_, labels)  # wider than k: k-means of T's rows, not of H*'s
+    assert inertia == est.inertia_
     assert accuracy(y, est.labels_) > 0.7
     with dask.config.set(scheduler="sync"):
         sel = ONMSC(10, n_components=14, order=1, lambda1=1.0, lambda2="select", random_state=0).fit(views)
     assert sorted({c["lambda2"] for c in sel.selection_}) == [3.5, 7.0, 14.0, 28.0]
+
+
+@pytest.mark.parametrize("n, width", [(999, 2), (1000, 4)])
+def test_default_width_from_samples_per_cluster(n, width):
+    """n_components=None: k below 500 samples per cluster, 2k from 500 on (validation.default_n_components); the
+    labels are still k clusters, from H* when it is k wide (then T's read-out is not used)."""
+    rng = np.random.default_rng(0)
+    y = np.arange(n) % 2
+    views = [rng.normal(size=(n, 3)) + 6 * y[:, None], rng.normal(size=(n, 4)) - 6 * y[:, None]]
+    with dask.config.set(scheduler="sync"):
+        est = ONMSC(2, random_state=0).fit(views)
+    assert est.embedding_.shape == (n, width) and est.lambda2_ == 2 * width and accuracy(y, est.labels_) == 1.0
+    if width == 2:
+        labels, _ = assign_labels(est.embedding_, 2, random_state=api.fit_seeds(0, 2)[-1])
+        np.testing.assert_array_equal(est.labels_, labels)
 
 
 def test_n_components_holds_more_graph_pieces_than_clusters():
