@@ -307,11 +307,12 @@ def _embeddings(run: _Run, Zs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fusion(run: _Run, emb: dict[str, Any]) -> dict[str, Any]:
-    """Stage 4: late fusion (Algorithm 1) of the related views."""
+    """Stage 4: late fusion (Algorithm 1) of the related views: H*, its target T (for the labels), mu."""
     fp, used = run.params["fusion"], np.flatnonzero(emb["related"])
     fused = fuse_views(emb["H"], emb["eigenvalues"], emb["F"], used, fp["lambda1"], fp["lambda2"],
                        eigenvalue_scaling=fp["eigenvalue_scaling"], tol=fp["tol"], max_iter=fp["max_iter"])
-    return {"embedding": fused.embedding, "target": fused.target, "view_weights": full_weights(fused.view_weights, used, run.store.n_views),
+    return {"embedding": fused.embedding, "target": fused.target,
+            "view_weights": full_weights(fused.view_weights, used, run.store.n_views),
             "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 
 
