@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="spectral embedding solver (default: auto)")
     run.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
     run.add_argument("--n-components", type=positive_int,
-                     help="eigenvectors per graph, at least k (default: k; docs/solvers.md)")
+                     help="eigenvectors per graph, at least k (default: k, or 2k from 500 samples per cluster; "
+                          "docs/solvers.md)")
     run.add_argument("--n-neighbors", type=positive_int, help="kNN graph neighbours N (default: from n and k)")
     run.add_argument("--n-landmarks", type=positive_int,
                      help="landmarks m of the anchor graph, and Nystrom columns (default: min(1000, n / 10), at "

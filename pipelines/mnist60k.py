@@ -38,6 +38,7 @@ from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.store import MultiViewStore
+from onmsc_dask.validation import check_n_components
 
 DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
 SWEEP = (10, 50, 100, 500, 1000, 2000, 6000)
@@ -113,8 +114,8 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -
     copies), removed afterwards: `store` keeps the main run's stages. Each copy has its own path, so no task key
     (which holds the store path) of one sweep point matches another's."""
     y, entries = store.labels, []
-    width = args.n_components or args.n_clusters
-    points = [m for m in SWEEP if width < m <= store.n_samples]  # the graph needs m > k (or n_components), m <= n
+    width = check_n_components(args.n_components, args.n_clusters, store.n_samples)
+    points = [m for m in SWEEP if width < m <= store.n_samples]  # the graph needs m > the width, m <= n
     if len(points) < len(SWEEP):
         print(f"sweep: m in {sorted(set(SWEEP) - set(points))} skipped (need {width} < m <= "
               f"{store.n_samples})", flush=True)
@@ -198,7 +199,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
     parser.add_argument("--n-components", type=positive_int,
-                        help="eigenvectors per graph, at least k (default: k; docs/solvers.md)")
+                        help="eigenvectors per graph, at least k (default: k, or 2k from 500 samples per cluster; "
+                             "docs/solvers.md)")
     parser.add_argument("--seed", type=seed_arg, default=0, help="random_state (default: 0)")
     parser.add_argument("--sweep", action="store_true", help=f"also fit every anchor number m in {SWEEP}")
     args = parser.parse_args(argv)
