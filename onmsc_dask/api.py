@@ -97,9 +97,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         (``n_neighbors_tried_``; early fusion uses the N this settles on; docs/defaults.md).
     order : largest order O of the affinities A^o.
     lambda1, lambda2 : weights of the consensus term tr(H*^T F) and of the view-diversity term of Eq. 11.
-        ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = k * O, the scale of the QP's linear
+        ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = width * O (width = n_components), the scale of the QP's linear
         term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
-        orders used, by ``selection.select_fusion`` (k-means distortion of H*).
+        orders used, by ``selection.select_fusion`` (k-means distortion of the read-out, assign.readout).
     embedding : ``"exact"``, ``"anchor"``, ``"nystrom"`` or ``"auto"`` (spectral.resolve_solver).
     n_components : eigenvectors per graph (H_p^(o), F and H* are n x n_components; ``lambda2="auto"`` is
         n_components * O); ``None``: k (the paper's), or 2k from 500 samples per cluster
@@ -114,7 +114,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         (graph.rank_consensus_affinity: Borda count of the views' ranked neighbours); ``"average"``, the paper's
         average affinity (1/v) sum_p A_p; ``"auto"``: rank on exact kNN graphs, average for anchor graphs (no
         sample-to-sample ranks) and Nystrom (the paper's reproduction). docs/defaults.md.
-    n_init : k-means restarts on H*.
+    n_init : k-means restarts on the read-out (assign.readout).
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
         few thousand; docs/early_fusion.md). Its ``embedding_`` is P Lambda, the matrix the labels are k-means of.
     alpha : early fusion's diversity weight; ``"auto"`` = tr R / tr M (docs/early_fusion.md).
@@ -223,8 +223,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
     def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None) -> None:
         """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one
-        (graph.smallest_cluster_neighbors) and keep the fit whose H* has the lower k-means distortion
-        (selection.distortion, as in the "select" search); docs/defaults.md. ``n_neighbors_tried_`` maps each N
+        (graph.smallest_cluster_neighbors) and keep the fit whose read-out (assign.readout: H*, or T when wider than
+        k) has the lower k-means distortion (selection.distortion, as in the "select" search); docs/defaults.md. ``n_neighbors_tried_`` maps each N
         fitted to its distortion (empty when no refit was needed, None for a refit that failed its input checks)."""
         k, N0 = self.n_clusters, self.n_neighbors_
         N1 = smallest_cluster_neighbors(self.labels_, k, N0)
@@ -232,7 +232,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return
         t0, first_timings = time.perf_counter(), self.timings_
         seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for both scores
-        tried = {N0: distortion(self.embedding_, k, np.random.default_rng(seed)), N1: None}
+        tried = {N0: distortion(readout(self.embedding_, self.fusion_target_, k), k, np.random.default_rng(seed)),
+                 N1: None}
         try:
             with warnings.catch_warnings():  # the first fit has already warned about these views
                 warnings.simplefilter("ignore")
@@ -240,7 +241,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
             other = None
         if other is not None:
-            tried[N1] = distortion(other.embedding_, k, np.random.default_rng(seed))
+            tried[N1] = distortion(readout(other.embedding_, other.fusion_target_, k), k, np.random.default_rng(seed))
             if tried[N1] < tried[N0]:
                 self.__dict__.update({name: value for name, value in vars(other).items() if name.endswith("_")})
         self.n_neighbors_tried_ = tried
@@ -344,8 +345,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if n_neighbors is None:  # exact graphs and the default lambdas: the settings early fusion shares
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto",
-                                              lambda2="auto").fit(views, view_names=names)
+                late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto",
+                                              n_components=self.n_clusters).fit(views, view_names=names)
             n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
                                                                 late.view_embeddings_)
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,

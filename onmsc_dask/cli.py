@@ -238,7 +238,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         r = fit_store(store, n_clusters, order=args.order, n_components=args.n_components, n_landmarks=args.n_landmarks,
                       n_nearest_landmarks=args.n_nearest_landmarks, random_state=args.random_state, client=client,
                       progress=lambda line: log(f"  {line}"))
-        return {"labels": r.labels, "embedding": r.embedding, "view_weights": r.view_weights,
+        return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
                              "pipeline": "out_of_core", "metric": r.metrics, "consensus_graph": "average",
@@ -251,7 +251,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
                   consensus_graph=args.consensus_graph, random_state=args.random_state)
     model.fit(store)  # read whole; messages name the store's views
-    return {"labels": model.labels_, "embedding": model.embedding_, "view_weights": model.view_weights_,
+    return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
+            "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
@@ -374,7 +375,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     if metrics:
         print("  ".join(f"{_METRIC_NAMES[key]} {value:.4f}" for key, value in metrics.items()))
     resolved = fit["resolved"]
-    for name in ("labels", "embedding", "view_weights", "objective"):
+    for name in ("labels", "embedding", "target", "view_weights", "objective"):
         store.write_result("onmsc", name, np.asarray(fit[name]), resolved | {"order": args.order,
                                                                              "random_state": args.random_state})
     store.mark_complete("onmsc")

@@ -1,4 +1,5 @@
-"""Late fusion (paper Algorithm 1): alternate H*, W_p^(o) and mu; touches only n x k matrices.
+"""Late fusion (paper Algorithm 1): alternate H*, W_p^(o) and mu; touches only n x k matrices (here k is the
+embedding width, the columns of H: the number of clusters, or n_components).
 
 Objective (Eq. 11), maximised:
     J = tr(H*^T S) + lambda1 tr(H*^T F) - lambda2 mu^T M mu,   S = sum_{p,o} mu_p H_p^(o) W_p^(o)

@@ -1,6 +1,6 @@
 """Out-of-core ONMSC-LF with anchor graphs: a MultiViewStore -> labels, no process holding a whole view.
 
-Every pass over a view is one Dask task per stored row chunk; only m x m matrices (per view) and the n x k
+Every pass over a view is one Dask task per stored row chunk; only m x m matrices (per view) and the n x width
 embeddings are gathered on the client. Each stage writes its output back to the store, so a rerun resumes
 after the last completed stage and a changed parameter recomputes only the stages that depend on it:
 
@@ -52,12 +52,13 @@ class OutOfCoreResult:
     """Output of :func:`fit_store`."""
 
     labels: np.ndarray  # (n,)
-    embedding: np.ndarray  # H*, n x k
+    embedding: np.ndarray  # H*, n x width (k, or n_components)
+    target: np.ndarray  # T = S + lambda1 F (Eq. 12); the labels are k-means of its rows when wider than k
     view_weights: np.ndarray  # mu, (v,)
     objective: np.ndarray  # J after each late-fusion iteration
-    view_embeddings: np.ndarray  # H_p^(o), (v, O, n, k)
-    view_eigenvalues: np.ndarray  # their eigenvalues, (v, O, k) (spectral.embed_graph)
-    average_embedding: np.ndarray  # F, n x k, of the related views
+    view_embeddings: np.ndarray  # H_p^(o), (v, O, n, width)
+    view_eigenvalues: np.ndarray  # their eigenvalues, (v, O, width) (spectral.embed_graph)
+    average_embedding: np.ndarray  # F, n x width, of the related views
     related_views: np.ndarray  # (v,) bool, views kept by fusion.related_views (the others have weight 0)
     metrics: list[str]  # resolved metric of each view
     converged: bool  # late fusion met its tolerance before max_iter
@@ -379,7 +380,8 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     lab = run.stage("labels", ["labels"], lambda: {"labels": assign_labels(readout(fus["embedding"], fus["target"], k),
                                                                           k, n_init=n_init,
                                                                           random_state=run.seeds[-1])[0]})
-    return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], view_weights=fus["view_weights"],
+    return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], target=fus["target"],
+                           view_weights=fus["view_weights"],
                            objective=fus["objective"], view_embeddings=emb["H"],
                            view_eigenvalues=emb["eigenvalues"], average_embedding=emb["F"],
                            related_views=np.asarray(emb["related"], bool),

@@ -1,8 +1,8 @@
 """Label-free choice of the fusion weights (lambda1, lambda2) and of the orders used.
 
-Each candidate's fused embedding H* is clustered and scored by the k-means distortion of its unit-length
-rows (mean squared distance to the nearest centre): every H* is an orthonormal n x k matrix, so the scores
-are comparable, and lower means the rows form k tighter, better separated groups. No labels are used.
+Each candidate's read-out (assign.readout: H*, or the fusion target T when wider than k) is clustered and scored
+by the k-means distortion of its unit-length rows (mean squared distance to the nearest centre): unit rows make the
+scores comparable, and lower means the rows form k tighter, better separated groups. No labels are used.
 Measured on the shared benchmarks (docs/defaults.md), this tracks ACC (Spearman 0.33-0.70) while a fixed
 guess of (lambda1, lambda2) can collapse mu onto one view. It runs fusion and assignment for each candidate, so
 it comes after both stages (only ``api`` uses it).
@@ -14,7 +14,7 @@ from itertools import product
 
 import numpy as np
 
-from .assign import assign_labels
+from .assign import assign_labels, readout
 from .fusion import LateFusionResult, late_fusion
 
 #: lambda1 candidates (weight of the consensus embedding F; tr(H*^T F) <= k like each view's term)
@@ -56,5 +56,6 @@ def select_fusion(H: np.ndarray, F: np.ndarray, k: int, *, lambda1=None, lambda2
         l2 = l2s * width * o if l2s is not None else width * o if lambda2 == "auto" else lambda2
         fused = late_fusion(H[:, :o], F, l1, l2, tol=tol, max_iter=max_iter)
         seed_rng = np.random.default_rng(rng.integers(2**31 - 1))
-        candidates.append(Candidate(o, l1, l2, distortion(fused.embedding, k, seed_rng), fused))
+        candidates.append(Candidate(o, l1, l2, distortion(readout(fused.embedding, fused.target, k), k, seed_rng),
+                                    fused))
     return min(candidates, key=lambda c: c.distortion), candidates

@@ -260,7 +260,7 @@ def fit_seeds(random_state: int | None, n_views: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence(random_state).generate_state(n_views + 2)]
 
 
-#: samples per cluster from which the default embedding is 2k wide instead of k (docs/defaults.md)
+#: samples per cluster from which the default embedding is 2k wide instead of k (docs/solvers.md)
 WIDE_EMBEDDING_SAMPLES_PER_CLUSTER = 500
 
 

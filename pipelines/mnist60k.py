@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
         report = {"data_dir": str(args.data_dir.resolve()), "split": store.metadata["split"], "limit": args.limit,
                   "chunk_rows": args.chunk_rows, "n_samples": store.n_samples, "views": store.view_names,
                   "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,
-                  "n_clusters": args.n_clusters, "n_components": args.n_components,
+                  "n_clusters": args.n_clusters, "n_components": result.parameters["n_components"],
                   "n_landmarks": args.n_landmarks, "order": args.order,
                   "seed": args.seed, "workers": len(client.scheduler_info().get("workers", {})),
                   "store_seconds": t_store,

@@ -280,19 +280,49 @@ def test_n_components_more_eigenvectors_than_clusters(small_digits, embedding):
     assert sorted({c["lambda2"] for c in sel.selection_}) == [3.5, 7.0, 14.0, 28.0]
 
 
+def _wide_blobs(n=1000):
+    """Two views of 2 clusters with 500 samples each: the default width is 2k = 4."""
+    rng = np.random.default_rng(0)
+    y = np.arange(n) % 2
+    return [rng.normal(size=(n, 3)) + 6 * y[:, None], rng.normal(size=(n, 4)) - 6 * y[:, None]], y
+
+
 @pytest.mark.parametrize("n, width", [(999, 2), (1000, 4)])
 def test_default_width_from_samples_per_cluster(n, width):
     """n_components=None: k below 500 samples per cluster, 2k from 500 on (validation.default_n_components); the
     labels are still k clusters, from H* when it is k wide (then T's read-out is not used)."""
-    rng = np.random.default_rng(0)
-    y = np.arange(n) % 2
-    views = [rng.normal(size=(n, 3)) + 6 * y[:, None], rng.normal(size=(n, 4)) - 6 * y[:, None]]
+    views, y = _wide_blobs(n)
     with dask.config.set(scheduler="sync"):
         est = ONMSC(2, random_state=0).fit(views)
     assert est.embedding_.shape == (n, width) and est.lambda2_ == 2 * width and accuracy(y, est.labels_) == 1.0
     if width == 2:
         labels, _ = assign_labels(est.embedding_, 2, random_state=api.fit_seeds(0, 2)[-1])
         np.testing.assert_array_equal(est.labels_, labels)
+
+
+def test_wide_fits_score_their_read_out(monkeypatch):
+    """At width > k the default-N refit and the "select" search score the matrix the labels come from (T), and
+    early fusion's preliminary late fit stays k wide (its embeddings judge early fusion's k-wide graphs)."""
+    views, _ = _wide_blobs()
+    scored, early_inputs = [], []
+    monkeypatch.setattr(api, "distortion", lambda X, k, rng: scored.append(X) or 0.0)
+    monkeypatch.setattr(api, "smallest_cluster_neighbors", lambda labels, k, N: N - 1)  # force the refit
+    with dask.config.set(scheduler="sync"):
+        est = ONMSC(2, random_state=0).fit(views)
+    assert len(scored) == 2 and scored[0] is est.fusion_target_ and est.embedding_.shape[1] == 4
+    from onmsc_dask import selection
+    picked = []
+    monkeypatch.setattr(selection, "distortion", lambda X, k, rng: picked.append(X) or 0.0)
+    with dask.config.set(scheduler="sync"):
+        sel = ONMSC(2, order=1, lambda1=1.0, lambda2="select", n_neighbors=10, random_state=0).fit(views)
+    assert len(picked) == len(sel.selection_) == 4 and all(X.shape == (1000, 4) for X in picked)
+    assert not any(np.allclose(X.T @ X, np.eye(4)) for X in picked)  # T, not the orthonormal H*
+    real = api.fit_early_fusion
+    monkeypatch.setattr(api, "fit_early_fusion", lambda *a, **kw: early_inputs.append(kw["view_embeddings"]) or
+                        real(*a, **kw))
+    with dask.config.set(scheduler="sync"):
+        ONMSC(2, fusion="early", random_state=0).fit(views)
+    assert early_inputs[0].shape[-1] == 2
 
 
 def test_n_components_holds_more_graph_pieces_than_clusters():

@@ -79,6 +79,7 @@ def test_n_components_equals_in_memory_and_changes_the_embeddings_stage(store):
     assert res.view_embeddings.shape[-1] == 14 and res.embedding.shape == (600, 14)
     np.testing.assert_allclose(res.view_embeddings, est.view_embeddings_, atol=1e-8)
     np.testing.assert_allclose(res.embedding, est.embedding_, atol=1e-8)
+    np.testing.assert_allclose(res.target, est.fusion_target_, atol=1e-8)  # the labels' read-out at width > k
     np.testing.assert_array_equal(res.labels, est.labels_)
     assert set(res.labels) == set(range(10)) and res.parameters["lambda2"] == 28.0  # n_components * O
     with pytest.raises(ValueError, match="n_landmarks=60 must be larger than n_components=60"):

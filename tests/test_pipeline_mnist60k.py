@@ -66,6 +66,7 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
     report = run(mnist60k, data, out, scheduler, "--sweep")
     assert [s["n_landmarks"] for s in report["sweep"]] == [10, 20]
     assert report["n_clusters"] == K and report["seed"] == 0 and report["n_iter"] == len(report["objective"])
+    assert report["n_components"] == K  # the resolved width (200 samples, under 500 per cluster), not None
     assert all(set(s["scores"]) >= {"acc", "nmi", "purity"} for s in report["sweep"])
     assert report["scores"]["acc"] > 0.9
     assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "report.json",
