@@ -97,8 +97,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         (``n_neighbors_tried_``; early fusion uses the N this settles on; docs/defaults.md).
     order : largest order O of the affinities A^o.
     lambda1, lambda2 : weights of the consensus term tr(H*^T F) and of the view-diversity term of Eq. 11.
-        ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = width * O (width = n_components), the scale of the QP's linear
-        term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
+        ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = width * O (width = n_components), the
+        scale of the QP's linear term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
         orders used, by ``selection.select_fusion`` (k-means distortion of the read-out, assign.readout).
     embedding : ``"exact"``, ``"anchor"``, ``"nystrom"`` or ``"auto"`` (spectral.resolve_solver).
     n_components : eigenvectors per graph (H_p^(o), F and H* are n x n_components; ``lambda2="auto"`` is
@@ -224,8 +224,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None) -> None:
         """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one
         (graph.smallest_cluster_neighbors) and keep the fit whose read-out (assign.readout: H*, or T when wider than
-        k) has the lower k-means distortion (selection.distortion, as in the "select" search); docs/defaults.md. ``n_neighbors_tried_`` maps each N
-        fitted to its distortion (empty when no refit was needed, None for a refit that failed its input checks)."""
+        k) has the lower k-means distortion (selection.distortion, as in the "select" search); docs/defaults.md.
+        ``n_neighbors_tried_`` maps each N fitted to its distortion (empty when no refit was needed, None for a
+        refit that failed its input checks)."""
         k, N0 = self.n_clusters, self.n_neighbors_
         N1 = smallest_cluster_neighbors(self.labels_, k, N0)
         if N1 == N0:
