@@ -98,8 +98,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     order : largest order O of the affinities A^o.
     lambda1, lambda2 : weights of the consensus term tr(H*^T F) and of the view-diversity term of Eq. 11.
         ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = width * O (width = n_components), the
-        scale of the QP's linear term, so several views keep weight (docs/defaults.md). ``"select"``: chosen label-free, with the
-        orders used, by ``selection.select_fusion`` (k-means distortion of the read-out, assign.readout).
+        scale of the QP's linear term, so several views keep weight (docs/defaults.md). ``"select"``: chosen
+        label-free, with the orders used, by ``selection.select_fusion`` (k-means distortion of the read-out,
+        assign.readout).
     embedding : ``"exact"``, ``"anchor"``, ``"nystrom"`` or ``"auto"`` (spectral.resolve_solver).
     n_components : eigenvectors per graph (H_p^(o), F and H* are n x n_components; ``lambda2="auto"`` is
         n_components * O); ``None``: k (the paper's), or 2k from 500 samples per cluster
