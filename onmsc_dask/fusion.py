@@ -145,14 +145,13 @@ class LateFusionResult:
     converged: bool = False
 
 
-def rotate(H: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """H_p^(o) W_p^(o) for every view and order, shape (v, O, n, k)."""
-    return np.einsum("ponk,pokj->ponj", H, W, optimize=True)
-
-
 def combine(H: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """S = sum_{p,o} mu_p H_p^(o) W_p^(o)."""
-    return np.einsum("p,ponk->nk", mu, rotate(H, W))
+    """S = sum_{p,o} mu_p H_p^(o) W_p^(o), accumulated one n x k product at a time (views of weight 0 skipped)."""
+    S = np.zeros(H.shape[2:], dtype=np.result_type(H, W))
+    for p in np.flatnonzero(mu):
+        for o in range(H.shape[1]):
+            S += mu[p] * (H[p, o] @ W[p, o])
+    return S
 
 
 def late_fusion_objective(S, F, Hstar, mu, M, lambda1: float, lambda2: float) -> float:
@@ -190,11 +189,11 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
     result = LateFusionResult(Hstar, T, mu, W)
     previous = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
     for it in range(1, max_iter + 1):
-        W = np.stack([np.stack([polar(H[p, o].T @ Hstar) for o in range(O)]) for p in range(v)])  # Eq. 14
-        R = rotate(H, W)  # each H_p^(o) W_p^(o) once per iteration
-        a = np.einsum("ponk,nk->p", R, Hstar)  # tr(H*^T sum_o H_p W_p)
+        C = np.stack([np.stack([H[p, o].T @ Hstar for o in range(O)]) for p in range(v)])  # H_p^(o)T H*, k x k
+        W = np.stack([np.stack([polar(C[p, o]) for o in range(O)]) for p in range(v)])  # Eq. 14
+        a = np.einsum("pokj,pokj->p", W, C)  # tr(H*^T sum_o H_p W_p) = sum_o tr(W_p^T H_p^T H*)
         mu = simplex_qp(M, a / lambda2)  # Eq. 15 with f = a / lambda2 (the paper's lambda1 / lambda2 is a typo)
-        S = np.einsum("p,ponk->nk", mu, R)
+        S = combine(H, W, mu)
         T = S + lambda1 * F
         Hstar = polar(T)  # Eq. 12, maximised by polar
         current = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
