@@ -63,7 +63,7 @@ class OutOfCoreResult:
     metrics: list[str]  # resolved metric of each view
     converged: bool  # late fusion met its tolerance before max_iter
     parameters: dict[str, Any]  # every parameter of the run as given, lambda2 resolved
-    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (0 when resumed)
+    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (resumed: reading it back)
     computed_stages: list[str] = field(default_factory=list)  # stages computed in this call (others resumed)
 
 

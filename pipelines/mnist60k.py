@@ -79,11 +79,13 @@ def dct(images: np.ndarray, size: int = 12) -> np.ndarray:
 
 def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) -> MultiViewStore:
     """The three-view store of `data_dir`'s images (train split if present, else t10k), reused when it
-    already holds the same images in chunks of `chunk_rows` rows, rebuilt when it holds other images of this
-    pipeline; any other existing path is left alone (an error)."""
+    already holds the same images (the same files: names, sizes and modification times) in chunks of `chunk_rows`
+    rows, rebuilt when it holds other images of this pipeline; any other existing path is left alone (an error)."""
     split = "train" if "train" in mnist_splits(data_dir) else "t10k"
-    meta = {"source": str(data_dir.resolve()), "split": split, "limit": limit, "views": list(VIEW_NAMES),
-            "chunk_rows": chunk_rows}
+    files = {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(data_dir.iterdir())
+             if p.name.startswith(f"{split}-") and p.is_file()}
+    meta = {"source": str(data_dir.resolve()), "split": split, "files": files, "limit": limit,
+            "views": list(VIEW_NAMES), "chunk_rows": chunk_rows}
     if path.exists():
         try:
             old = MultiViewStore(path).metadata
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
                   "chunk_rows": args.chunk_rows, "n_samples": store.n_samples, "views": store.view_names,
                   "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,
                   "n_clusters": args.n_clusters, "n_components": result.parameters["n_components"],
-                  "n_landmarks": args.n_landmarks, "order": args.order,
+                  "n_landmarks": result.parameters["n_landmarks"], "order": args.order,
                   "seed": args.seed, "workers": len(client.scheduler_info().get("workers", {})),
                   "store_seconds": t_store,
                   "fit_seconds": seconds, "stage_seconds": result.timings,

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from distributed import LocalCluster
 
+from onmsc_dask.io import read_idx
 from onmsc_dask.outofcore import STAGES
 from onmsc_dask.store import MultiViewStore
 
@@ -108,6 +109,21 @@ def test_other_chunk_rows_rebuild_the_store(mnist60k, scheduler, tmp_path):
     store = MultiViewStore(out / "views.zarr")
     assert store.row_chunks(0)[:2] == [(0, 50), (50, 100)] and store.metadata["chunk_rows"] == 50
     assert report["computed_stages"] == list(STAGES)
+
+
+def test_replaced_images_rebuild_the_store(mnist60k, scheduler, tmp_path):
+    """A store is reused only for the same IDX files: replaced images (same names) are read again, not the old
+    views; report.json gives the landmarks used (m clipped to n), not the option."""
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    first = run(mnist60k, data, out, scheduler, "--n-landmarks", "5000")
+    assert first["n_landmarks"] == 200  # clipped to the 200 samples
+    path = data / "train-images-idx3-ubyte.gz"
+    shifted = np.roll(read_idx(path), 3, axis=2)  # other images under the same name
+    write_idx(path, shifted)
+    again = run(mnist60k, data, out, scheduler)
+    assert again["computed_stages"] == list(STAGES)
+    np.testing.assert_allclose(MultiViewStore(out / "views.zarr").read_view(0),
+                               shifted[:200].reshape(200, -1) / 255.0, rtol=1e-6)
 
 
 def test_n_clusters_defaults_to_the_number_of_labels(mnist60k, scheduler, tmp_path, capsys):
