@@ -22,5 +22,5 @@ def assign_labels(H: np.ndarray, n_clusters: int, *, n_init: int = 10, row_norma
 def readout(embedding: np.ndarray, target: np.ndarray, n_clusters: int) -> np.ndarray:
     """The rows k-means clusters: H* when it is k wide; when wider, the fusion target T = S + lambda1 F (Eq. 12),
     H* with each direction weighted by its singular value (how strongly the views support it), so that the extra
-    directions do not weigh as much as the cluster directions (docs/defaults.md)."""
+    directions do not weigh as much as the cluster directions (docs/solvers.md, "More eigenvectors than clusters")."""
     return target if embedding.shape[1] > n_clusters else embedding

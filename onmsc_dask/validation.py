@@ -283,8 +283,11 @@ def check_n_components(n_components: int | None, n_clusters: int, n_samples: int
 
 
 def width_label(width: int, n_clusters: int) -> str:
-    """How errors name the embedding width: ``n_clusters=k``, or ``n_components=c`` when it is wider than k."""
-    return f"n_clusters={n_clusters}" if width == n_clusters else f"n_components={width}"
+    """How errors name the embedding width: ``n_clusters=k``, or ``n_components=c`` when it is wider than k (with
+    the default rule, which makes it 2k without the user asking)."""
+    if width == n_clusters:
+        return f"n_clusters={n_clusters}"
+    return f"n_components={width} (the embedding width: given, or by default 2k from 500 samples per cluster)"
 
 
 def default_n_landmarks(n_samples: int, width: int) -> int:

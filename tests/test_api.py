@@ -300,6 +300,14 @@ def test_default_width_from_samples_per_cluster(n, width):
         np.testing.assert_array_equal(est.labels_, labels)
 
 
+def test_default_wide_width_named_in_landmark_error():
+    """n_landmarks at most 2k on data with 500 samples per cluster: the error names the width the user never set."""
+    views, _ = _wide_blobs()
+    with pytest.raises(ValueError, match=r"n_landmarks=4 must be larger than n_components=4 \(the embedding width: "
+                                         r"given, or by default 2k from 500 samples per cluster\)"):
+        ONMSC(2, embedding="anchor", n_landmarks=4).fit(views)
+
+
 def test_wide_fits_score_their_read_out(monkeypatch):
     """At width > k the default-N refit and the "select" search score the matrix the labels come from (T), and
     early fusion's preliminary late fit stays k wide (its embeddings judge early fusion's k-wide graphs)."""
