@@ -234,8 +234,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return
         t0, first_timings = time.perf_counter(), self.timings_
         seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for both scores
-        tried = {N0: distortion(readout(self.embedding_, self.fusion_target_, k), k, np.random.default_rng(seed)),
-                 N1: None}
+
+        def score(fit: ONMSC) -> float:
+            return distortion(readout(fit.embedding_, fit.fusion_target_, k), k, np.random.default_rng(seed))
+
+        tried = {N0: score(self), N1: None}
         try:
             with warnings.catch_warnings():  # the first fit has already warned about these views
                 warnings.simplefilter("ignore")
@@ -243,7 +246,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
             other = None
         if other is not None:
-            tried[N1] = distortion(readout(other.embedding_, other.fusion_target_, k), k, np.random.default_rng(seed))
+            tried[N1] = score(other)
             if tried[N1] < tried[N0]:
                 self.__dict__.update({name: value for name, value in vars(other).items() if name.endswith("_")})
         self.n_neighbors_tried_ = tried

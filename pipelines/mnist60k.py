@@ -82,7 +82,7 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
     already holds the same images (the same files: names, sizes and modification times) in chunks of `chunk_rows`
     rows, rebuilt when it holds other images of this pipeline; any other existing path is left alone (an error)."""
     split = "train" if "train" in mnist_splits(data_dir) else "t10k"
-    files = {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(data_dir.iterdir())
+    files = {p.name: [(st := p.stat()).st_size, st.st_mtime_ns] for p in sorted(data_dir.iterdir())
              if p.name.startswith(f"{split}-") and p.is_file()}
     meta = {"source": str(data_dir.resolve()), "split": split, "files": files, "limit": limit,
             "views": list(VIEW_NAMES), "chunk_rows": chunk_rows}
