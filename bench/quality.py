@@ -4,9 +4,10 @@ For every ``.mat`` in ``../shared/data`` (or ``--data-dir``): ONMSC late fusion 
 the average-graph spectral clustering baseline (A-MVSC) and the single best view (SB-SC, chosen label-free by
 eigengap), all on the same graphs (same metric / neighbour defaults), with k = number of distinct labels and
 seed 0. Prints a markdown table next to the paper's ONMSC-LF/EF numbers and the issue's targets, and writes
-``bench/results/quality.json``.
+``bench/results/quality.json``. ``--subsamples R`` (default 20) also compares the defaults with A-MVSC on R random
+90% subsets of the samples, paired, so that a one-sample difference on the full set can be told from a systematic one.
 
-    python bench/quality.py [--data-dir DIR] [--out bench/results/quality.json]
+    python bench/quality.py [--data-dir DIR] [--out bench/results/quality.json] [--seeds 5] [--subsamples 20]
 """
 from __future__ import annotations
 
@@ -56,7 +57,26 @@ def _jsonable(x):
     return x
 
 
-def run_dataset(path: Path, n_seeds: int = 5) -> dict:
+def subsample_comparison(views: list, y: np.ndarray, k: int, n_subsamples: int, fraction: float = 0.9) -> dict:
+    """ACC of the defaults and of A-MVSC (both random_state=0) on ``n_subsamples`` random subsets of
+    ``fraction`` of the samples (subset r drawn with seed r), with the paired wins / ties / losses and the
+    two-sided sign-test p-value over the subsets that differ."""
+    from scipy.stats import binomtest
+
+    pairs = []
+    for r in range(n_subsamples):
+        rows = np.sort(np.random.default_rng(r).choice(len(y), int(fraction * len(y)), replace=False))
+        part = [X[rows] for X in views]
+        pairs.append([evaluate(y[rows], est.fit(part).labels_)["acc"]
+                      for est in (ONMSC(k, random_state=0), AverageGraphSC(k, random_state=0))])
+    acc = np.array(pairs)
+    wins, losses = int(np.sum(acc[:, 0] > acc[:, 1])), int(np.sum(acc[:, 0] < acc[:, 1]))
+    return {"fraction": fraction, "acc_defaults": acc[:, 0].tolist(), "acc_average_graph": acc[:, 1].tolist(),
+            "wins": wins, "ties": n_subsamples - wins - losses, "losses": losses,
+            "sign_test_p": binomtest(wins, wins + losses).pvalue if wins + losses else 1.0}
+
+
+def run_dataset(path: Path, n_seeds: int = 5, n_subsamples: int = 0) -> dict:
     views, y = load_mat(path)
     k = len(np.unique(y))
     out = {"dataset": path.stem, "n": int(len(y)), "n_views": len(views), "k": int(k),
@@ -95,6 +115,11 @@ def run_dataset(path: Path, n_seeds: int = 5) -> dict:
     out["beats_average_graph_mean"] = bool(np.mean(lf["acc_seeds"]) > np.mean(avg["acc_seeds"]))
     out["paper"] = PAPER.get(path.stem)
     out["oracle_grid_acc"] = ORACLE_ACC.get(path.stem)
+    if n_subsamples:
+        out["subsamples"] = sub = subsample_comparison(views, y, k, n_subsamples)
+        print(f"  {path.stem:12s} {n_subsamples} subsets: defaults {np.mean(sub['acc_defaults']):.4f}, A-MVSC "
+              f"{np.mean(sub['acc_average_graph']):.4f}, wins/ties/losses {sub['wins']}/{sub['ties']}/{sub['losses']}",
+              flush=True)
     return out
 
 
@@ -157,6 +182,19 @@ def markdown(results: list[dict]) -> str:
         lines.append(f"| {r['dataset']} | {lf['acc']:.3f} | {np.mean(lf['acc_seeds']):.3f} | {_f(r['target_acc'])} | "
                      f"{met} | {avg['acc']:.3f} | {np.mean(avg['acc_seeds']):.3f} | {beats} | "
                      f"{_f(r['oracle_grid_acc'])} |")
+    with_subsets = [r for r in results if "subsamples" in r]
+    if with_subsets:
+        sub = with_subsets[0]["subsamples"]
+        lines += ["", f"Defaults against A-MVSC on {len(sub['acc_defaults'])} random subsets of "
+                  f"{sub['fraction']:.0%} of the samples (paired, seed 0 for both):", "",
+                  "| dataset | defaults mean ACC | A-MVSC mean ACC | mean difference | defaults min | A-MVSC min "
+                  "| wins / ties / losses | sign-test p |", "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+        for r in with_subsets:
+            comp = r["subsamples"]
+            a, b = np.array(comp["acc_defaults"]), np.array(comp["acc_average_graph"])
+            lines.append(f"| {r['dataset']} | {a.mean():.3f} | {b.mean():.3f} | {a.mean() - b.mean():+.3f} | "
+                         f"{a.min():.3f} | {b.min():.3f} | {comp['wins']} / {comp['ties']} / {comp['losses']} | "
+                         f"{comp['sign_test_p']:.2g} |")
     return "\n".join(lines)
 
 
@@ -184,14 +222,17 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "quality.json")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 for the ACC mean (table rows use seed 0)")
+    ap.add_argument("--subsamples", type=int, default=20,
+                    help="random 90%% subsets for the paired comparison with A-MVSC (0: none)")
     args = ap.parse_args(argv)
     files = dataset_files(args.data_dir)
-    results = [run_dataset(f, args.seeds) for f in files]
+    results = [run_dataset(f, args.seeds, args.subsamples) for f in files]
     md = markdown(results)
     print()
     print(md)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"command": "python bench/quality.py", "seed": 0, "seeds": args.seeds,
+                                    "subsamples": args.subsamples,
                                     "onmsc_dask_version": getattr(onmsc_dask, "__version__", None),
                                     "python": platform.python_version(), "git": _git_state(), "results": results,
                                     "markdown": md}, indent=2) + "\n")
