@@ -14,6 +14,9 @@ EF alpha in {2^-2, 2^0, 2^2} x its "auto" value, N in {0.1, 0.5, 1} x n/k capped
 N in {0.1, 0.2, ..., 1} x n/k (slow).  Seed 0 everywhere.
 
     python bench/paper.py [--data-dir DIR] [--out-dir bench/results/paper] [--full]
+                          [--results-md bench/RESULTS.md | none]
+
+Writes ``paper.json`` and the plots to ``--out-dir`` and the tables into the "paper-*" blocks of bench/RESULTS.md.
 """
 from __future__ import annotations
 
@@ -31,7 +34,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality import DEFAULT_DATA, PAPER, ROOT, TARGETS, _git_state, _jsonable, dataset_files  # noqa: E402
+from quality import (DEFAULT_DATA, PAPER, ROOT, TARGETS, _git_state, _jsonable, dataset_files,  # noqa: E402
+                     results_md_arg, stamp)
+from results_md import RESULTS_MD, relative_link, write_block  # noqa: E402
 
 import onmsc_dask  # noqa: E402
 from onmsc_dask.api import ONMSC  # noqa: E402
@@ -292,6 +297,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results" / "paper")
     ap.add_argument("--full", action="store_true", help="the paper's full grid (slow)")
+    ap.add_argument("--results-md", type=results_md_arg, default=RESULTS_MD,
+                    help='markdown file whose "paper-*" blocks get the tables ("none": leave it alone)')
     args = ap.parse_args(argv)
     files = dataset_files(args.data_dir)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -312,7 +319,21 @@ def main(argv=None) -> int:
         "order_mean": md["order_mean"], "markdown": {k: md[k] for k in ("main", "ablation", "order", "plots")}}),
         indent=1) + "\n")
     print(f"\nwrote {args.out_dir / 'paper.json'} ({seconds:.0f} s)")
+    if args.results_md:
+        write_results_md(args.results_md, md, args.out_dir, stamp(cmd, _git_state(), seconds))
+        print(f"wrote the paper-* blocks of {args.results_md}")
     return 0
+
+
+def write_results_md(path: Path, md: dict, out_dir: Path, footer: str) -> None:
+    """The four tables into their blocks of ``path``, the plots linked relative to it; ``footer`` under the main
+    table."""
+    plots = md["plots"].replace("![](", f"![]({relative_link(out_dir, path)}/")
+    for key, text, heading in [("main", f"{md['main']}\n\n{footer}", "Paper experiments: main table"),
+                               ("ablation", md["ablation"], "Paper experiments: ablation"),
+                               ("order", md["order"], "Paper experiments: order O"),
+                               ("plots", plots, "Paper experiments: plots")]:
+        write_block(path, f"paper-{key}", text, heading)
 
 
 def _jsonable_deep(x):
