@@ -66,9 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                                           "convergence.png and labels.npy to --out.")
     source = run.add_mutually_exclusive_group()
     source.add_argument("--data", type=Path, nargs="+",
-                        help="a .mat or .npz file, a .zarr store, an MNIST IDX directory, or .csv files (one per view)")
+                        help="a .mat or .npz file, a .zarr store, an MNIST IDX directory, or .csv / .npy files (one "
+                             "per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
-    run.add_argument("--labels", type=Path, help="a .csv file of labels for .csv views (other formats carry theirs)")
+    run.add_argument("--labels", type=Path,
+                     help="a .csv or .npy file of labels for .csv / .npy views (other formats carry theirs)")
     run.add_argument("--out", type=out_dir, required=True, help="output directory (created if missing)")
     run.add_argument("--scheduler", help="address of a running Dask scheduler (default: start a LocalCluster)")
     run.add_argument("--n-clusters", type=positive_int, help="k (default: number of distinct labels)")
@@ -132,26 +134,36 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
                          "links samples to landmarks, not to each other")
 
 
+#: --data files that hold one view each (io.load_view_files), with labels from --labels
+VIEW_FILE_SUFFIXES = (".csv", ".npy")
+
+
+def _is_view_file(path: Path) -> bool:
+    return path.suffix.lower() in VIEW_FILE_SUFFIXES
+
+
 def _check_data(args: argparse.Namespace) -> None:
-    """``--data`` is one file, store or directory, or .csv files only; ``--labels`` goes with .csv views."""
+    """``--data`` is one file, store or directory, or .csv / .npy files only (one view each); ``--labels`` goes
+    with those."""
     data = args.data or []
-    csv = [p for p in data if p.suffix.lower() == ".csv"]
-    if args.labels is not None and (not data or len(csv) != len(data)):
-        raise ValueError("--labels goes with .csv views; .mat, .npz, store and IDX inputs carry their own labels")
-    if len(data) > 1 and len(csv) != len(data):
-        raise ValueError("several --data paths must all be .csv files, one view each")
+    view_files = [p for p in data if _is_view_file(p)]
+    if args.labels is not None and (not data or len(view_files) != len(data)):
+        raise ValueError("--labels goes with .csv / .npy views; .mat, .npz, store and IDX inputs carry their own "
+                         "labels")
+    if len(data) > 1 and len(view_files) != len(data):
+        raise ValueError("several --data paths must all be .csv or .npy files, one view each")
 
 
 def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
     """Views, labels, view names and a description of ``--data`` (not a store) or ``--dataset``."""
-    from .io import load, load_csv
+    from .io import load, load_view_files
 
     data = args.data or []
     if not data:
         name = args.dataset or "digits"
         return *DATASETS[name](), name
-    if data[0].suffix.lower() == ".csv":  # all of them (_check_data)
-        views, y = load_csv(data, args.labels)
+    if _is_view_file(data[0]):  # all of them (_check_data)
+        views, y = load_view_files(data, args.labels)
         stems = [p.stem for p in data]
         return views, y, stems if len(set(stems)) == len(stems) else None, ", ".join(map(str, data))
     return *load(data[0]), None, str(data[0])

@@ -1,4 +1,4 @@
-"""Readers for multi-view data sets: MATLAB .mat (v5 and v7.3), MNIST IDX, .npz, CSV and stores.
+"""Readers for multi-view data sets: MATLAB .mat (v5 and v7.3), MNIST IDX, .npz, .npy, CSV and stores.
 
 Every loader returns ``(views, y)``: a list of n×d_p views (dense float64 C-contiguous arrays
 or float64 CSR matrices; a store's views keep their float32/float64 dtype) and 1-D int64
@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from .store import MultiViewStore, as_labels
 from .validation import user_warning
 
-__all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_csv"]
+__all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files"]
 
 View = np.ndarray | sp.csr_matrix
 PathLike = str | os.PathLike
@@ -50,10 +50,11 @@ def is_store(path: PathLike) -> bool:
 
 
 def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
-    """Load views and labels from a .mat, .npz or .csv file, a MultiViewStore or an MNIST directory.
+    """Load views and labels from a .mat, .npz, .npy or .csv file, a MultiViewStore or an MNIST directory.
 
     An .npz holds views view0, view1, ... (or X0 / X_0 ..., or arr_0, arr_1, ... as ``np.savez(f, X0, X1)``
-    names them) and optional labels y; see :func:`load_npz`. A .csv is one view; see :func:`load_csv`.
+    names them) and optional labels y; see :func:`load_npz`. A .csv or .npy is one view, without labels; see
+    :func:`load_view_files` for several.
     An MNIST directory gives one view of flattened float64 images (the train split when
     present, else t10k).
     """
@@ -71,10 +72,10 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
             )
         images, labels = load_mnist_dir(path, "train" if "train" in splits else "t10k")
         return [images.reshape(len(images), -1).astype(np.float64)], labels
-    readers = {".mat": load_mat, ".npz": load_npz, ".csv": load_csv}
+    readers = {".mat": load_mat, ".npz": load_npz, ".csv": load_view_files, ".npy": load_view_files}
     if path.suffix.lower() not in readers:
         raise ValueError(
-            f"{path}: unsupported format {path.suffix!r}; expected .mat, .npz, .csv, "
+            f"{path}: unsupported format {path.suffix!r}; expected .mat, .npz, .npy, .csv, "
             "a .zarr store or a directory of MNIST IDX files"
         )
     return readers[path.suffix.lower()](path)
@@ -325,9 +326,7 @@ def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
     except Exception as exc:  # numpy raises many types on damaged zip archives
-        problem = ("holds pickled data (object arrays), which is not read for safety" if "allow_pickle" in str(exc)
-                   else "corrupt or not an .npz archive")
-        raise ValueError(f"{path}: {problem} ({type(exc).__name__}: {exc})") from exc
+        raise _numpy_read_error(path, exc, "an .npz archive") from exc
     label_key = next((k for k in _LABEL_KEYS if k in arrays), None)
     y = None if label_key is None else as_labels(arrays[label_key], name=f"{path}: {label_key}")
     views = [_as_view(view, p, path) for p, view in enumerate(_numbered_views(arrays, path))]
@@ -354,21 +353,48 @@ def _numbered_views(arrays: dict[str, np.ndarray], path: Path) -> list[np.ndarra
     return [numbered[p] for p in range(len(numbered))]
 
 
-def load_csv(
+def load_view_files(
     paths: PathLike | Sequence[PathLike], y_path: PathLike | None = None
 ) -> tuple[list[View], np.ndarray | None]:
-    """Views from numeric comma-separated UTF-8 files, one per view, and labels from `y_path`.
+    """Views from files, one per view, and labels from `y_path`: each file a numeric .npy array (n×d; read without
+    pickle) or a numeric comma-separated UTF-8 .csv file.
 
-    The first row is a header, and skipped, when it has a text field, or is exactly 0, 1, ..., d-1 (pandas' names
-    for unnamed columns) after an index column's empty name, or with d >= 3 (with a warning; a first row 0 or 0, 1,
-    e.g. labels or a one-hot sample, is data). A header whose first field is empty, as pandas writes with its index
-    (``df.to_csv(path)``), marks an index column, which is dropped (it must be numeric like the rest). An empty
+    A .csv's first row is a header, and skipped, when it has a text field, or is exactly 0, 1, ..., d-1 (pandas'
+    names for unnamed columns) after an index column's empty name, or with d >= 3 (with a warning; a first row 0 or
+    0, 1, e.g. labels or a one-hot sample, is data). A header whose first field is empty, as pandas writes with its
+    index (``df.to_csv(path)``), marks an index column, which is dropped (it must be numeric like the rest). An empty
     field is an error. Errors give 1-based file line and column numbers.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    views = [_as_view(_read_csv(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
+    views = [_as_view(_read_view_file(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
     views = _check_rows(views, ", ".join(map(str, paths)))
-    return views, None if y_path is None else as_labels(_read_csv(Path(y_path)), len(views[0]), name=str(y_path))
+    return views, None if y_path is None else as_labels(_read_view_file(Path(y_path)), len(views[0]),
+                                                         name=str(y_path))
+
+
+def _read_view_file(path: Path) -> np.ndarray:
+    """The array in a .npy file or a numeric .csv file (by suffix; :func:`load_view_files`)."""
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return _read_npy(path)
+    if suffix == ".csv":
+        return _read_csv(path)
+    raise ValueError(f"{path}: unsupported format {path.suffix!r} for a view or labels file; expected .csv or .npy")
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    """The array of a .npy file; object arrays are refused, since reading them runs pickle."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:  # numpy raises several types on damaged files
+        raise _numpy_read_error(path, exc, "a .npy file") from exc
+
+
+def _numpy_read_error(path: Path, exc: Exception, kind: str) -> ValueError:
+    """The error for a file numpy cannot read without pickle: object arrays, or a damaged file."""
+    problem = ("holds pickled data (object arrays), which is not read for safety" if "allow_pickle" in str(exc)
+               else f"corrupt or not {kind}")
+    return ValueError(f"{path}: {problem} ({type(exc).__name__}: {exc})")
 
 
 def _is_number(field: str) -> bool:
@@ -380,7 +406,7 @@ def _is_number(field: str) -> bool:
 
 
 def _read_csv(path: Path) -> np.ndarray:
-    """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_csv`)."""
+    """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`)."""
     line = 0
 
     def numbered(f: TextIO) -> Iterator[str]:  # counts the lines read, to name the one np.loadtxt rejects

@@ -298,9 +298,28 @@ def test_csv_views_with_labels_file(tmp_path, scheduler, capsys):
     store = MultiViewStore.create(tmp_path / "s.zarr", views, y)
     for args, message in ((["--data", str(npz), "--labels", str(tmp_path / "y.csv")], "--labels goes with .csv"),
                           (["--data", str(store.path), "--labels", str(tmp_path / "y.csv")], "--labels goes with"),
-                          (["--data", str(npz), str(paths[0])], "several --data paths must all be .csv")):
+                          (["--data", str(npz), str(paths[0])], "several --data paths must all be .csv or .npy")):
         assert main(["run", *args, "--out", str(tmp_path / "bad")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_npy_views_with_npy_labels(tmp_path, scheduler):
+    """One .npy per view (here mixed with a .csv view) and .npy labels: the issue's .npy input, which was refused
+    as an unsupported format."""
+    views, y = _blobs()
+    paths = [tmp_path / "shape.npy", tmp_path / "colour.csv"]
+    np.save(paths[0], views[0])
+    np.savetxt(paths[1], views[1], delimiter=",")
+    np.save(tmp_path / "y.npy", y)
+    out = tmp_path / "run"
+    assert main(["run", "--data", *map(str, paths), "--labels", str(tmp_path / "y.npy"), "--out", str(out),
+                 "--scheduler", scheduler]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["dataset"]["view_names"] == ["shape", "colour"] and report["dataset"]["view_dims"] == [4, 6]
+    assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
+    store = MultiViewStore(out / "views.zarr")
+    np.testing.assert_array_equal(store.labels, y)
+    np.testing.assert_array_equal(store.read_view(0), views[0])
 
 
 def test_parameters_checked_before_anything_is_written(tmp_path, capsys):

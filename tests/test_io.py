@@ -1,4 +1,5 @@
 import gzip
+import re
 import warnings
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from onmsc_dask.io import load, load_csv, load_mat, load_mnist_dir, load_npz, read_idx
+from onmsc_dask.io import load, load_mat, load_mnist_dir, load_npz, load_view_files, read_idx
 from onmsc_dask.store import MultiViewStore
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -331,40 +332,40 @@ def test_labels_of_the_wrong_length_are_blamed(tmp_path, dataset):
     np.savetxt(tmp_path / "v.csv", views[0], delimiter=",")
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")
     with pytest.raises(ValueError, match=r"y\.csv: has 31 entries, expected 30 like the views"):
-        load_csv(tmp_path / "v.csv", y_path=tmp_path / "y.csv")
+        load_view_files(tmp_path / "v.csv", y_path=tmp_path / "y.csv")
 
 
-def test_load_csv_with_and_without_header(tmp_path, dataset):
+def test_load_view_files_with_and_without_header(tmp_path, dataset):
     views, y = dataset
     a, b = views[0], views[1].astype(float)
     np.savetxt(tmp_path / "a.csv", a, delimiter=",")
     np.savetxt(tmp_path / "b.csv", b, delimiter=",", header="f0,f1,f2,f3,f4,f5,f6", comments="")
     np.savetxt(tmp_path / "y.csv", y, delimiter=",", fmt="%d", header="label", comments="")
-    got, labels = load_csv([tmp_path / "a.csv", tmp_path / "b.csv"], y_path=tmp_path / "y.csv")
+    got, labels = load_view_files([tmp_path / "a.csv", tmp_path / "b.csv"], y_path=tmp_path / "y.csv")
     _assert_views_equal(got, [a, b])
     np.testing.assert_array_equal(labels, y)
 
 
-def test_load_csv_errors(tmp_path):
+def test_load_view_files_errors(tmp_path):
     (tmp_path / "a.csv").write_text("1,2\n3,4\n")
     (tmp_path / "b.csv").write_text("1,2\n3,x\n")
     (tmp_path / "c.csv").write_text("1,2\n3,4\n5,6\n")
     with pytest.raises(ValueError, match=r"b\.csv.*not a numeric CSV"):
-        load_csv([tmp_path / "a.csv", tmp_path / "b.csv"])
+        load_view_files([tmp_path / "a.csv", tmp_path / "b.csv"])
     with pytest.raises(ValueError, match="view 1: has 3 rows, expected 2"):
-        load_csv([tmp_path / "a.csv", tmp_path / "c.csv"])
+        load_view_files([tmp_path / "a.csv", tmp_path / "c.csv"])
 
 
-def test_load_csv_first_row_with_byte_order_mark_or_empty_field_is_data(tmp_path):
+def test_load_view_files_first_row_with_byte_order_mark_or_empty_field_is_data(tmp_path):
     """The first data row used to be taken for a header (and dropped) when it began with a UTF-8 byte-order mark
     or had an empty field."""
     (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf1,2\n3,4\n5,7\n")
-    np.testing.assert_array_equal(load_csv(tmp_path / "bom.csv")[0][0], [[1, 2], [3, 4], [5, 7]])
+    np.testing.assert_array_equal(load_view_files(tmp_path / "bom.csv")[0][0], [[1, 2], [3, 4], [5, 7]])
     (tmp_path / "bomhead.csv").write_bytes(b"\xef\xbb\xbfa,b\n3,4\n")
-    np.testing.assert_array_equal(load_csv(tmp_path / "bomhead.csv")[0][0], [[3, 4]])
+    np.testing.assert_array_equal(load_view_files(tmp_path / "bomhead.csv")[0][0], [[3, 4]])
     (tmp_path / "empty.csv").write_text("1,,2\n3,4,1\n")
     with pytest.raises(ValueError, match=r"empty\.csv: not a numeric CSV file \(line 1: .*'' to float64, column 2"):
-        load_csv(tmp_path / "empty.csv")
+        load_view_files(tmp_path / "empty.csv")
 
 
 def _pandas_csv(path, array, index=True, columns=None):
@@ -377,29 +378,29 @@ def _pandas_csv(path, array, index=True, columns=None):
 
 
 @pytest.mark.parametrize("columns", [None, ["f0", "f1", "f2", "f3"]], ids=["default-names", "named"])
-def test_load_csv_drops_pandas_index_column(tmp_path, dataset, columns):
+def test_load_view_files_drops_pandas_index_column(tmp_path, dataset, columns):
     """``df.to_csv(path)`` writes the index 0..n-1 as a first column under an empty header field; it used to be
     read as a feature (ACC on 4 blobs fell from 0.995 to 0.285), or, under names 0..d-1, to fail on the empty field."""
     views, y = dataset
-    got, labels = load_csv(_pandas_csv(tmp_path / "v.csv", views[0], columns=columns),
+    got, labels = load_view_files(_pandas_csv(tmp_path / "v.csv", views[0], columns=columns),
                            y_path=_pandas_csv(tmp_path / "y.csv", y))
     _assert_views_equal(got, views[:1])
     np.testing.assert_array_equal(labels, y)
 
 
-def test_load_csv_pandas_default_column_names_are_a_header(tmp_path, dataset):
+def test_load_view_files_pandas_default_column_names_are_a_header(tmp_path, dataset):
     """``to_csv(index=False)`` writes the header 0,1,...,d-1, which used to be read as a sample (N + 1 rows)."""
     views, y = dataset
     assert views[0].shape[1] >= 3
     with pytest.warns(UserWarning, match=r"v\.csv: first row 0,1,2.* taken as column names \(as pandas writes them\)"):
-        got, _ = load_csv(_pandas_csv(tmp_path / "v.csv", views[0], index=False))
+        got, _ = load_view_files(_pandas_csv(tmp_path / "v.csv", views[0], index=False))
     _assert_views_equal(got, views[:1])
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")  # one column starting with 0: labels, not a header
     with pytest.warns(UserWarning):
-        np.testing.assert_array_equal(load_csv(tmp_path / "v.csv", y_path=tmp_path / "y.csv")[1], y)
+        np.testing.assert_array_equal(load_view_files(tmp_path / "v.csv", y_path=tmp_path / "y.csv")[1], y)
     one_hot = np.eye(2)[[1, 0, 1, 1]]  # a first sample 0,1 is data (d < 3), not pandas' names
     np.savetxt(tmp_path / "h.csv", one_hot, delimiter=",", fmt="%d")
-    _assert_views_equal(load_csv(tmp_path / "h.csv")[0], [one_hot])
+    _assert_views_equal(load_view_files(tmp_path / "h.csv")[0], [one_hot])
 
 
 @pytest.mark.parametrize(
@@ -407,21 +408,22 @@ def test_load_csv_pandas_default_column_names_are_a_header(tmp_path, dataset):
     [('"1","2"\n3,x\n', 2), ("a,b\n\n1,2\n5,x\n", 4), ("1,2\n# note\n3,4\n5,6,7\n", 4)],
     ids=["quoted-header", "header-blank-line", "comment-ragged"],
 )
-def test_load_csv_errors_give_file_line_numbers(tmp_path, text, line):
+def test_load_view_files_errors_give_file_line_numbers(tmp_path, text, line):
     """numpy's row numbers skip the header, blank and comment lines, and count from 0 or 1 by the error: a header
     of quoted numbers made 'row 0' of the file's second line."""
     (tmp_path / "a.csv").write_text(text)
     with pytest.raises(ValueError, match=rf"a\.csv: not a numeric CSV file \(line {line}: ") as info:
-        load_csv(tmp_path / "a.csv")
+        load_view_files(tmp_path / "a.csv")
     assert "row" not in str(info.value)
 
 
 def test_csv_read_errors_name_the_file(tmp_path):
-    """A .npy given as labels, or a latin-1 CSV, used to raise UnicodeDecodeError naming no file."""
+    """A binary file named .csv (here a .npy), or a latin-1 CSV, used to raise UnicodeDecodeError naming no file."""
     np.savetxt(tmp_path / "a.csv", np.ones((3, 2)), delimiter=",")
     np.save(tmp_path / "y.npy", np.arange(3))
-    with pytest.raises(ValueError, match=r"y\.npy: not a UTF-8 text file.*byte 0x93"):
-        load_csv(tmp_path / "a.csv", y_path=tmp_path / "y.npy")
+    (tmp_path / "y.csv").write_bytes((tmp_path / "y.npy").read_bytes())
+    with pytest.raises(ValueError, match=r"y\.csv: not a UTF-8 text file.*byte 0x93"):
+        load_view_files(tmp_path / "a.csv", y_path=tmp_path / "y.csv")
     (tmp_path / "latin.csv").write_bytes("caf\xe9,b\n1,2\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"latin\.csv: not a UTF-8 text file.*byte 0xe9"):
         load(tmp_path / "latin.csv")
@@ -437,6 +439,9 @@ def test_load_dispatches_by_extension(tmp_path, dataset):
     _assert_views_equal(load(tmp_path / "d.npz")[0], views[:1])
     np.savetxt(tmp_path / "d.csv", views[0], delimiter=",")
     _assert_views_equal(load(tmp_path / "d.csv")[0], views[:1])
+    np.save(tmp_path / "d.npy", views[0])
+    assert load(tmp_path / "d.npy")[1] is None
+    _assert_views_equal(load(tmp_path / "d.npy")[0], views[:1])
     MultiViewStore.create(tmp_path / "d.zarr", views, y)
     got, labels = load(tmp_path / "d.zarr")
     _assert_views_equal(got, views)
@@ -483,3 +488,39 @@ def test_mat_sparse_labels_are_read(tmp_path):
     y = np.repeat([0, 1, 2], 10)
     scipy.io.savemat(tmp_path / "s.mat", {"X": X, "y": sp.csr_matrix(y[:, None].astype(float))})
     np.testing.assert_array_equal(load_mat(tmp_path / "s.mat")[1], y)
+
+
+def test_load_view_files_npy_views_and_labels(tmp_path):
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(12, 3)).astype(np.float32), rng.integers(0, 5, size=(12, 4))
+    y = np.repeat([3, 7, 9], 4)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    np.save(tmp_path / "y.npy", y)
+    np.savetxt(tmp_path / "y.csv", y, fmt="%d")
+    views, labels = load_view_files([tmp_path / "a.npy", tmp_path / "b.npy"], tmp_path / "y.npy")
+    assert [v.dtype for v in views] == [np.float64, np.float64] and all(v.flags.c_contiguous for v in views)
+    np.testing.assert_array_equal(views[0], a.astype(np.float64))
+    np.testing.assert_array_equal(views[1], b)
+    np.testing.assert_array_equal(labels, y)
+    np.testing.assert_array_equal(load_view_files([tmp_path / "a.npy"], tmp_path / "y.csv")[1], y)
+
+
+def test_load_view_files_npy_errors_name_the_file(tmp_path):
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    (tmp_path / "broken.npy").write_bytes(b"\x93NUMPY not really")
+    np.save(tmp_path / "vector.npy", np.arange(5.0))
+    np.save(tmp_path / "short.npy", np.ones((4, 2)))
+    np.save(tmp_path / "ok.npy", np.ones((5, 2)))
+    np.save(tmp_path / "words.npy", np.array([["a", "b"]] * 5))
+    (tmp_path / "y.txt").write_text("1\n")
+    for paths, y_path, message in (
+        (["objects.npy"], None, "objects.npy: holds pickled data"),
+        (["broken.npy"], None, "broken.npy: corrupt or not a .npy file"),
+        (["vector.npy"], None, "vector.npy: view 0: has shape (5,), expected a non-empty 2-D matrix"),
+        (["ok.npy", "short.npy"], None, "view 1: has 4 rows, expected 5 like view 0"),
+        (["words.npy"], None, "words.npy: view 0: is not a numeric matrix"),
+        (["ok.npy"], "y.txt", "y.txt: unsupported format '.txt' for a view or labels file"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            load_view_files([tmp_path / p for p in paths], None if y_path is None else tmp_path / y_path)
