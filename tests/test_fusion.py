@@ -14,7 +14,7 @@ from scipy.stats import ortho_group
 from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
-from onmsc_dask.fusion import (alignment_matrix, combine, eigenvalue_scaled, late_fusion, objective, polar,
+from onmsc_dask.fusion import (alignment_matrix, combine, converged, eigenvalue_scaled, late_fusion, objective, polar,
                                related_threshold, related_views, shared_structure, simplex_qp)
 from onmsc_dask.graph import view_affinity
 from onmsc_dask.spectral import average_graph_embedding, embed_graph
@@ -312,9 +312,18 @@ def test_late_fusion_converges_and_clusters_digits(digits_embeddings):
 
     H, F, y = digits_embeddings
     res = late_fusion(H, F, 1.0, 20.0)
-    assert res.converged and res.n_iter < 100
+    assert res.converged and 1 < res.n_iter < 100
+    # the stopping rule: the last relative change of J is at most tol = 1e-4, every earlier one above it
+    J = np.array(res.objective)
+    change = np.abs(np.diff(J)) / np.abs(J[1:])
+    assert change[-1] <= 1e-4 and np.all(change[:-1] > 1e-4)
     labels, _ = assign_labels(res.embedding, 10, random_state=0)
     assert accuracy(y, labels) > 0.7
+
+
+def test_converged_is_the_relative_change_rule():
+    assert converged(100.0, 100.0 + 1e-2, 1e-4) and not converged(100.0, 100.0 + 2e-2, 1e-4)
+    assert converged(-5.0, -5.0, 0.0) and not converged(0.0, 1e-12, 1e-4)
 
 
 def test_late_fusion_invariant_to_eigenvector_signs(digits_embeddings):
