@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import dask
@@ -147,6 +147,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         search's candidates); early fusion has ``alpha_``.
     view_embeddings_, view_eigenvalues_, average_embedding_ : late fusion's H_p^(o) (v, O, n, width), their
         eigenvalues (v, O, width) and F; ``consensus_graph_`` the graph F came from, ``"rank"`` or ``"average"``.
+    view_graphs_ : late fusion's graph per view, CSR: the kNN affinity A_p of Eq. 1 (n x n), or for ``anchor`` the
+        anchor matrix Z (n x m).
     timings_ : seconds per step.
     """
 
@@ -177,11 +179,14 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.consensus_graph = consensus_graph
         self.random_state = random_state
 
-    def fit(self, views, y=None, view_names: Sequence[str] | None = None):
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None,
+            progress: Callable[[str], None] | None = None):
         """Cluster the samples described by ``views``: a list of n x d_p arrays (numpy, scipy.sparse or
         dask), a ``MultiViewStore`` or the path of one. Errors and warnings name the views by ``view_names``
-        (default: a store's names, else their positions)."""
+        (default: a store's names, else their positions). ``progress``, if given, is called with a line as each
+        stage of a late-fusion fit starts or ends (the CLI's progress display)."""
         t0 = time.perf_counter()
+        report = progress or (lambda line: None)
         if self.fusion not in ("late", "early"):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
         for name in ("order", "n_init", "max_iter"):
@@ -210,9 +215,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
                 return self
-            self._fit_late(views, names, random_state, t0)
+            self._fit_late(views, names, random_state, t0, report)
             if self.n_neighbors is None and self.embedding_solver_ != "anchor":
-                self._refit_for_small_clusters(views, names, random_state)
+                self._refit_for_small_clusters(views, names, random_state, report)
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
@@ -222,7 +227,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, name)
 
-    def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None) -> None:
+    def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None,
+                                  report: Callable[[str], None]) -> None:
         """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one
         (graph.smallest_cluster_neighbors) and keep the fit whose read-out (assign.readout: H*, or T when wider than
         k) has the lower k-means distortion (selection.distortion, as in the "select" search); docs/defaults.md.
@@ -239,21 +245,27 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return distortion(readout(fit.embedding_, fit.fusion_target_, k), k, np.random.default_rng(seed))
 
         tried = {N0: score(self), N1: None}
+        report(f"a cluster smaller than 2N = {2 * N0} found: refitting with N = {N1} (docs/defaults.md)")
         try:
             with warnings.catch_warnings():  # the first fit has already warned about these views
                 warnings.simplefilter("ignore")
-                other = clone(self).set_params(n_neighbors=N1).fit(views, view_names=names)
+                other = clone(self).set_params(n_neighbors=N1).fit(views, view_names=names,
+                                                                   progress=lambda line: report(f"  N = {N1}: {line}"))
         except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
             other = None
         if other is not None:
             tried[N1] = score(other)
             if tried[N1] < tried[N0]:
                 self.__dict__.update({name: value for name, value in vars(other).items() if name.endswith("_")})
+        report(f"kept N = {self.n_neighbors_}: k-means distortion "
+               + ", ".join(f"{d:.4f} at N = {N}" if d is not None else f"N = {N} failed its input checks"
+                           for N, d in tried.items()))
         self.n_neighbors_tried_ = tried
         self.timings_ = {**self.timings_, "first_fit_total": sum(first_timings.values()),
                          "small_cluster_refit": time.perf_counter() - t0}
 
-    def _fit_late(self, views, names: list[str] | None, random_state: int | None, t0: float) -> None:
+    def _fit_late(self, views, names: list[str] | None, random_state: int | None, t0: float,
+                  report: Callable[[str], None]) -> None:
         """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters."""
         self.n_neighbors_tried_ = {}
         views, k, n_neighbors, self.metric_ = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors,
@@ -274,6 +286,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                                       s, view_label(p, names))
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
+        report(f"graphs and embeddings: {len(views)} views as Dask tasks ({solver} solver, "
+               + (f"N = {n_neighbors}, " if solver != "anchor" else f"{n_landmarks} landmarks, ")
+               + f"orders 1..{self.order}, width {width})")
         results = dask.compute(*tasks)
         for p, (graph, *_) in enumerate(results):
             check_components(graph, view_label(p, names), k, anchor=solver == "anchor", width=width, view=views[p])
@@ -284,6 +299,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         F, self.consensus_graph_ = self._consensus_embedding([results[p][:2] for p in used], solver, width,
                                                              graph_params, seeds[-2])
         t2 = time.perf_counter()
+        report(f"graphs and embeddings done in {t2 - t1:.2f}s (F from the {self.consensus_graph_} graph)")
         if "select" in (self.lambda1, self.lambda2):
             best, candidates = select_fusion(views_used(H, used), F, k,
                                              lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
@@ -300,12 +316,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
             fused = fuse_views(H, self.view_eigenvalues_, F, used, self.lambda1_, self.lambda2_,
                                eigenvalue_scaling=self.eigenvalue_scaling, tol=self.tol, max_iter=self.max_iter)
         t3 = time.perf_counter()
+        report(f"late fusion {'converged' if fused.converged else 'stopped'} after {fused.n_iter} iterations in "
+               f"{t3 - t2:.2f}s")
         self.labels_, self.inertia_ = assign_labels(readout(fused.embedding, fused.target, k), k,
                                                     n_init=self.n_init, random_state=seeds[-1])
+        report(f"k-means ({self.n_init} restarts) in {time.perf_counter() - t3:.2f}s")
         self.embedding_, self.fusion_target_ = fused.embedding, fused.target
         self.view_weights_ = full_weights(fused.view_weights, used, len(H))
         self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F
+        self.view_graphs_ = [r[0] for r in results]
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
 

@@ -262,8 +262,12 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                   n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
                   consensus_graph=args.consensus_graph, random_state=args.random_state)
-    model.fit(store)  # read whole; messages name the store's views
+    model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
     return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
+            "intermediate": {  # the stages before fusion, as the out-of-core pipeline stores them
+                "graphs": {f"view{p}": graph for p, graph in enumerate(model.view_graphs_)},
+                "embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
+                               "F": model.average_embedding_, "related": model.related_views_}},
             "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,
@@ -378,19 +382,19 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                 raise
             raise _naming(exc, store.path, copy_of) from None
         timings["fit"] = time.perf_counter() - t
-    if fit["resolved"]["pipeline"] == "in_memory":  # fit_store reported its stages as they ran
-        for stage, seconds in fit["stages"].items():
-            log(f"  fit stage {stage}: {seconds:.2f}s")
     log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")
 
     metrics = None if y is None else evaluate(y, fit["labels"])
     if metrics:
         print("  ".join(f"{_METRIC_NAMES[key]} {value:.4f}" for key, value in metrics.items()))
-    resolved = fit["resolved"]
-    for name in ("labels", "embedding", "target", "view_weights", "objective"):
-        store.write_result("onmsc", name, np.asarray(fit[name]), resolved | {"order": args.order,
-                                                                             "random_state": args.random_state})
-    store.mark_complete("onmsc")
+    params = fit["resolved"] | {"order": args.order, "random_state": args.random_state}
+    results = {**fit.get("intermediate", {}),
+               "onmsc": {name: np.asarray(fit[name]) for name in ("labels", "embedding", "target", "view_weights",
+                                                                  "objective")}}
+    for stage, values in results.items():
+        for name, value in values.items():
+            store.write_result(stage, name, value, params)
+        store.mark_complete(stage)
 
     np.save(args.out / "labels.npy", fit["labels"])
     _plot_convergence(np.asarray(fit["objective"]), args.out / "convergence.png")

@@ -562,10 +562,16 @@ def test_default_neighbours_refit_for_small_clusters():
     centres = rng.normal(size=(3, 6)) * 1.5
     views = [centres[y] + rng.normal(size=(len(y), 6)),
              centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
-    est = ONMSC(3, random_state=0).fit(views)
-    assert set(est.n_neighbors_tried_) == {15, smallest_cluster_neighbors(ONMSC(3, n_neighbors=15, random_state=0)
-                                                                          .fit(views).labels_, 3, 15)}
+    lines = []
+    est = ONMSC(3, random_state=0).fit(views, progress=lines.append)
+    N1 = smallest_cluster_neighbors(ONMSC(3, n_neighbors=15, random_state=0).fit(views).labels_, 3, 15)
+    assert set(est.n_neighbors_tried_) == {15, N1}
     assert est.n_neighbors_ == min(est.n_neighbors_tried_, key=est.n_neighbors_tried_.get)
+    # the progress lines: the first fit's stages, the refit's (prefixed with its N), then the decision
+    assert lines[0].startswith("graphs and embeddings: 2 views as Dask tasks (exact solver, N = 15, orders 1..2")
+    assert lines[4] == f"a cluster smaller than 2N = 30 found: refitting with N = {N1} (docs/defaults.md)"
+    assert [line.split(":")[0] for line in lines[5:9]] == [f"  N = {N1}"] * 4
+    assert lines[-1].startswith(f"kept N = {est.n_neighbors_}: k-means distortion ") and len(lines) == 10
     again = ONMSC(3, n_neighbors=est.n_neighbors_, random_state=0).fit(views)
     assert again.n_neighbors_tried_ == {}
     np.testing.assert_array_equal(again.labels_, est.labels_)

@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import zarr
 from distributed import LocalCluster
 
@@ -54,7 +55,30 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     store = MultiViewStore(tmp_path / "views.zarr")
     assert store.view_names == names and store.labels.shape == (1797,)
     np.testing.assert_array_equal(store.read_result("onmsc", "labels"), np.load(tmp_path / "labels.npy"))
-    assert "ACC" in capsys.readouterr().out
+    # every stage of the in-memory fit is in the store: the view graphs, the embeddings H_p^(o), their
+    # eigenvalues, F and the views fused
+    for p in range(3):
+        A = store.read_result("graphs", f"view{p}")
+        assert sp.issparse(A) and A.shape == (1797, 1797) and abs(A - A.T).max() == 0 and A.nnz >= 1797 * 15
+    H, lam = store.read_result("embeddings", "H"), store.read_result("embeddings", "eigenvalues")
+    assert H.shape == (3, 2, 1797, 10) and lam.shape == (3, 2, 10)
+    for p, o in np.ndindex(3, 2):  # orthonormal eigenvectors of G = D^-1/2 A_p^(o+1) D^-1/2 (Eqs. 2-3), eigenvalues lam
+        A = np.linalg.matrix_power(store.read_result("graphs", f"view{p}").toarray(), o + 1)
+        d = A.sum(axis=1)
+        np.testing.assert_allclose(H[p, o].T @ H[p, o], np.eye(10), atol=1e-8)
+        np.testing.assert_allclose(A / np.sqrt(np.outer(d, d)) @ H[p, o], H[p, o] * lam[p, o], atol=1e-6)
+    assert store.read_result("embeddings", "F").shape == (1797, 10)
+    assert store.read_result("embeddings", "related").tolist() == [True, True, True]
+    stages = zarr.open_group(store.path, mode="r")["stages"]
+    assert all(stages[s].attrs["complete"] is True for s in ("graphs", "embeddings", "onmsc"))
+    # progress: each stage of the fit as it ends, before the summary line
+    err = capsys.readouterr()
+    assert "ACC" in err.out
+    order = ["graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders 1..2, width 10)",
+             "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
+             "] fusion converged after"]
+    positions = [err.err.find(line) for line in order]
+    assert -1 not in positions and positions == sorted(positions), err.err
 
 
 def test_npz_on_given_scheduler(tmp_path, scheduler):
