@@ -264,10 +264,11 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                   consensus_graph=args.consensus_graph, random_state=args.random_state)
     model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
     return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
-            "intermediate": {  # the stages before fusion, as the out-of-core pipeline stores them
-                "graphs": {f"view{p}": graph for p, graph in enumerate(model.view_graphs_)},
-                "embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
-                               "F": model.average_embedding_, "related": model.related_views_}},
+            # the stages before fusion, named apart from outofcore.STAGES (whose resume they would break)
+            "intermediate": {
+                "view_graphs": {f"view{p}": graph for p, graph in enumerate(model.view_graphs_)},
+                "view_embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
+                                    "F": model.average_embedding_, "related": model.related_views_}},
             "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_,

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from .store import MultiViewStore, as_labels
 from .validation import user_warning
 
-__all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files"]
+__all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files", "load_csv"]
 
 View = np.ndarray | sp.csr_matrix
 PathLike = str | os.PathLike
@@ -372,6 +372,10 @@ def load_view_files(
                                                          name=str(y_path))
 
 
+#: the reader's earlier name, from when it read .csv files only
+load_csv = load_view_files
+
+
 def _read_view_file(path: Path) -> np.ndarray:
     """The array in a .npy file or a numeric .csv file (by suffix; :func:`load_view_files`)."""
     suffix = path.suffix.lower()
@@ -383,11 +387,18 @@ def _read_view_file(path: Path) -> np.ndarray:
 
 
 def _read_npy(path: Path) -> np.ndarray:
-    """The array of a .npy file; object arrays are refused, since reading them runs pickle."""
-    try:
-        return np.load(path, allow_pickle=False)
-    except Exception as exc:  # numpy raises several types on damaged files
-        raise _numpy_read_error(path, exc, "a .npy file") from exc
+    """The array of a .npy file; object arrays are refused, since reading them runs pickle. A file without the
+    .npy header (text, an .npz archive) is named as such: np.load would take it for a pickle."""
+    with open(path, "rb") as f:  # a missing or unreadable file raises its OSError
+        magic = f.read(len(np.lib.format.MAGIC_PREFIX))
+        if magic != np.lib.format.MAGIC_PREFIX:
+            what = "a zip archive, as .npz files are" if magic.startswith(b"PK") else f"it starts with {magic!r}"
+            raise ValueError(f"{path}: not a .npy file (no .npy header: {what})")
+        f.seek(0)
+        try:
+            return np.lib.format.read_array(f, allow_pickle=False)
+        except Exception as exc:  # numpy raises several types on damaged files
+            raise _numpy_read_error(path, exc, "a .npy file") from exc
 
 
 def _numpy_read_error(path: Path, exc: Exception, kind: str) -> ValueError:

@@ -11,6 +11,7 @@ from distributed import LocalCluster
 
 from onmsc_dask.api import ONMSC
 from onmsc_dask.cli import main
+from onmsc_dask.outofcore import STAGES
 from onmsc_dask.store import MultiViewStore
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -58,19 +59,19 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     # every stage of the in-memory fit is in the store: the view graphs, the embeddings H_p^(o), their
     # eigenvalues, F and the views fused
     for p in range(3):
-        A = store.read_result("graphs", f"view{p}")
+        A = store.read_result("view_graphs", f"view{p}")
         assert sp.issparse(A) and A.shape == (1797, 1797) and abs(A - A.T).max() == 0 and A.nnz >= 1797 * 15
-    H, lam = store.read_result("embeddings", "H"), store.read_result("embeddings", "eigenvalues")
+    H, lam = store.read_result("view_embeddings", "H"), store.read_result("view_embeddings", "eigenvalues")
     assert H.shape == (3, 2, 1797, 10) and lam.shape == (3, 2, 10)
     for p, o in np.ndindex(3, 2):  # orthonormal eigenvectors of G = D^-1/2 A_p^(o+1) D^-1/2 (Eqs. 2-3), eigenvalues lam
-        A = np.linalg.matrix_power(store.read_result("graphs", f"view{p}").toarray(), o + 1)
+        A = np.linalg.matrix_power(store.read_result("view_graphs", f"view{p}").toarray(), o + 1)
         d = A.sum(axis=1)
         np.testing.assert_allclose(H[p, o].T @ H[p, o], np.eye(10), atol=1e-8)
         np.testing.assert_allclose(A / np.sqrt(np.outer(d, d)) @ H[p, o], H[p, o] * lam[p, o], atol=1e-6)
-    assert store.read_result("embeddings", "F").shape == (1797, 10)
-    assert store.read_result("embeddings", "related").tolist() == [True, True, True]
+    assert store.read_result("view_embeddings", "F").shape == (1797, 10)
+    assert store.read_result("view_embeddings", "related").tolist() == [True, True, True]
     stages = zarr.open_group(store.path, mode="r")["stages"]
-    assert all(stages[s].attrs["complete"] is True for s in ("graphs", "embeddings", "onmsc"))
+    assert all(stages[s].attrs["complete"] is True for s in ("view_graphs", "view_embeddings", "onmsc"))
     # progress: each stage of the fit as it ends, before the summary line
     err = capsys.readouterr()
     assert "ACC" in err.out
@@ -242,7 +243,18 @@ def test_store_input_runs_out_of_core_and_is_left_unchanged(tmp_path, scheduler,
     assert main(["run", "--data", str(out / "views.zarr"), "--out", str(out), "--scheduler", scheduler,
                  "--embedding", "anchor", "--n-landmarks", "40"]) == 0
     assert "stage 3/5 embeddings read from the store (resumed)" in capsys.readouterr().err
-    np.testing.assert_array_equal(np.load(out / "labels.npy"), run_store.read_result("onmsc", "labels"))
+    anchor_labels = np.load(out / "labels.npy")
+    np.testing.assert_array_equal(anchor_labels, run_store.read_result("onmsc", "labels"))
+    # an in-memory run on the same store keeps its stages apart, so the anchor run still resumes every stage
+    monkeypatch.undo()  # the in-memory fit reads the views whole
+    assert main(["run", "--data", str(out / "views.zarr"), "--out", str(out), "--scheduler", scheduler,
+                 "--embedding", "exact"]) == 0
+    assert {"view_graphs", "view_embeddings", "landmarks", "embeddings"} <= set(run_store.stages())
+    assert main(["run", "--data", str(out / "views.zarr"), "--out", str(out), "--scheduler", scheduler,
+                 "--embedding", "anchor", "--n-landmarks", "40"]) == 0
+    err = capsys.readouterr().err
+    assert all(f"stage {i}/5 {s} read from the store (resumed)" in err for i, s in enumerate(STAGES, 1)), err
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), anchor_labels)
 
 
 def test_unlabelled_data_needs_n_clusters(tmp_path, scheduler, capsys):

@@ -514,9 +514,14 @@ def test_load_view_files_npy_errors_name_the_file(tmp_path):
     np.save(tmp_path / "ok.npy", np.ones((5, 2)))
     np.save(tmp_path / "words.npy", np.array([["a", "b"]] * 5))
     (tmp_path / "y.txt").write_text("1\n")
+    np.savetxt(tmp_path / "text.npy", np.ones((5, 2)))
+    np.savez(tmp_path / "archive.npy.npz", view0=np.ones((5, 2)))
+    (tmp_path / "archive.npy.npz").rename(tmp_path / "archive.npy")
     for paths, y_path, message in (
         (["objects.npy"], None, "objects.npy: holds pickled data"),
         (["broken.npy"], None, "broken.npy: corrupt or not a .npy file"),
+        (["text.npy"], None, "text.npy: not a .npy file (no .npy header: it starts with b'1.0000')"),
+        (["archive.npy"], None, "archive.npy: not a .npy file (no .npy header: a zip archive, as .npz files are)"),
         (["vector.npy"], None, "vector.npy: view 0: has shape (5,), expected a non-empty 2-D matrix"),
         (["ok.npy", "short.npy"], None, "view 1: has 4 rows, expected 5 like view 0"),
         (["words.npy"], None, "words.npy: view 0: is not a numeric matrix"),
@@ -524,3 +529,11 @@ def test_load_view_files_npy_errors_name_the_file(tmp_path):
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             load_view_files([tmp_path / p for p in paths], None if y_path is None else tmp_path / y_path)
+    with pytest.raises(FileNotFoundError):
+        load_view_files([tmp_path / "missing.npy"])
+
+
+def test_load_csv_is_the_view_file_reader():  # its earlier public name
+    from onmsc_dask import io
+
+    assert io.load_csv is load_view_files and "load_csv" in io.__all__
