@@ -286,7 +286,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                                       s, view_label(p, names))
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
-        report(f"graphs and embeddings: {len(views)} views as Dask tasks ({solver} solver, "
+        report(f"graphs and embeddings: {len(views)} view{'s' * (len(views) > 1)} as Dask tasks ({solver} solver, "
                + (f"N = {n_neighbors}, " if solver != "anchor" else f"{n_landmarks} landmarks, ")
                + f"orders 1..{self.order}, width {width})")
         results = dask.compute(*tasks)
