@@ -134,12 +134,11 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
                          "links samples to landmarks, not to each other")
 
 
-#: --data files that hold one view each (io.load_view_files), with labels from --labels
-VIEW_FILE_SUFFIXES = (".csv", ".npy")
-
-
 def _is_view_file(path: Path) -> bool:
-    return path.suffix.lower() in VIEW_FILE_SUFFIXES
+    """Whether a --data path holds one view (io.load_view_files), with labels from --labels."""
+    from .io import VIEW_FILE_READERS
+
+    return path.suffix.lower() in VIEW_FILE_READERS
 
 
 def _check_data(args: argparse.Namespace) -> None:

@@ -72,7 +72,7 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
             )
         images, labels = load_mnist_dir(path, "train" if "train" in splits else "t10k")
         return [images.reshape(len(images), -1).astype(np.float64)], labels
-    readers = {".mat": load_mat, ".npz": load_npz, ".csv": load_view_files, ".npy": load_view_files}
+    readers = {".mat": load_mat, ".npz": load_npz, **dict.fromkeys(VIEW_FILE_READERS, load_view_files)}
     if path.suffix.lower() not in readers:
         raise ValueError(
             f"{path}: unsupported format {path.suffix!r}; expected .mat, .npz, .npy, .csv, "
@@ -377,13 +377,12 @@ load_csv = load_view_files
 
 
 def _read_view_file(path: Path) -> np.ndarray:
-    """The array in a .npy file or a numeric .csv file (by suffix; :func:`load_view_files`)."""
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return _read_npy(path)
-    if suffix == ".csv":
-        return _read_csv(path)
-    raise ValueError(f"{path}: unsupported format {path.suffix!r} for a view or labels file; expected .csv or .npy")
+    """The array in a file of VIEW_FILE_READERS' formats (by suffix; :func:`load_view_files`)."""
+    reader = VIEW_FILE_READERS.get(path.suffix.lower())
+    if reader is None:
+        raise ValueError(f"{path}: unsupported format {path.suffix!r} for a view or labels file; expected "
+                         f"{' or '.join(VIEW_FILE_READERS)}")
+    return reader(path)
 
 
 def _read_npy(path: Path) -> np.ndarray:
@@ -446,6 +445,10 @@ def _read_csv(path: Path) -> np.ndarray:
         message = re.sub(r" at row \d+", "", str(exc))
         raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message})") from exc
     return data[:, 1:] if header and index else data
+
+
+#: the formats of one-view files (load_view_files, the CLI's --data / --labels files) and their readers
+VIEW_FILE_READERS = {".csv": _read_csv, ".npy": _read_npy}
 
 
 def _check_rows(views: list[View], source: Any) -> list[View]:
