@@ -287,7 +287,8 @@ def width_label(width: int, n_clusters: int) -> str:
     the default rule, which makes it 2k without the user asking)."""
     if width == n_clusters:
         return f"n_clusters={n_clusters}"
-    return f"n_components={width} (the embedding width: given, or by default 2k from 500 samples per cluster)"
+    return (f"n_components={width} (the embedding width: given, or by default 2k from "
+            f"{WIDE_EMBEDDING_SAMPLES_PER_CLUSTER} samples per cluster)")
 
 
 def default_n_landmarks(n_samples: int, width: int) -> int:
