@@ -12,13 +12,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
-from .assign import assign_labels, readout
+from .assign import assign_labels, readout, refine_labels
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
                     resolve_graph_inputs, smallest_cluster_neighbors, view_graphs)
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
-from .validation import (check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
+from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
                          check_view_names, fit_seeds, user_warning, view_label, view_list)
 from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
 
@@ -116,6 +116,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         average affinity (1/v) sum_p A_p; ``"auto"``: rank on exact kNN graphs, average for anchor graphs (no
         sample-to-sample ranks) and Nystrom (the paper's reproduction). docs/defaults.md.
     n_init : k-means restarts on the read-out (assign.readout).
+    refine : late fusion: refine the k-means labels on the related views' graphs, moving samples while that raises
+        the views' summed normalized association (assign.refine_labels; docs/defaults.md, "Label refinement").
+        Early fusion's labels are its k-means labels.
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
         few thousand; docs/early_fusion.md). Its ``embedding_`` is P Lambda, the matrix the labels are k-means of.
     alpha : early fusion's diversity weight; ``"auto"`` = tr R / tr M (docs/early_fusion.md).
@@ -139,7 +142,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         Early fusion: the objective of Eq. 10 at the start and after each iteration (minimised: never increases;
         ``n_iter_ + 1`` values).
     n_iter_, converged_ : iterations run, and whether ``tol`` was met before ``max_iter``.
-    inertia_ : k-means inertia of the labels on the row-normalized read-out.
+    inertia_ : k-means inertia of its labels (before any refinement) on the row-normalized read-out.
+    refinement_objective_ : the views' summed normalized association of the k-means labels and after each move of
+        the label refinement (increasing); empty without refinement (``refine=False``, early fusion).
     related_views_ : bool per view, kept by fusion.related_views (the others have weight 0).
     n_neighbors_, metric_, embedding_solver_ : the resolved N, metric per view and solver;
         ``n_neighbors_tried_`` maps each N fitted by the default-N refit to its distortion.
@@ -158,7 +163,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
-                 consensus_graph: str = "auto", random_state: int | None = None):
+                 consensus_graph: str = "auto", refine: bool = True, random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -177,6 +182,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.eigenvalue_scaling = eigenvalue_scaling
         self.drop_unrelated_views = drop_unrelated_views
         self.consensus_graph = consensus_graph
+        self.refine = refine
         self.random_state = random_state
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None,
@@ -193,6 +199,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             check_int(name, getattr(self, name))
         random_state = check_seed(self.random_state)
         check_tol(self.tol)
+        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views"):
+            check_bool(name, getattr(self, name))
         if self.consensus_graph not in ("auto", "rank", "average"):
             raise ValueError(f"consensus_graph must be 'auto', 'rank' or 'average', got {self.consensus_graph!r}")
         for name in ("lambda1", "lambda2"):  # checked before any work
@@ -218,6 +226,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self._fit_late(views, names, random_state, t0, report)
             if self.n_neighbors is None and self.embedding_solver_ != "anchor":
                 self._refit_for_small_clusters(views, names, random_state, report)
+            if self.refine:
+                self._refine_labels(report)
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
@@ -249,7 +259,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         try:
             with warnings.catch_warnings():  # the first fit has already warned about these views
                 warnings.simplefilter("ignore")
-                other = clone(self).set_params(n_neighbors=N1).fit(views, view_names=names,
+                other = clone(self).set_params(n_neighbors=N1, refine=False).fit(views, view_names=names,
                                                                    progress=lambda line: report(f"  N = {N1}: {line}"))
         except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
             other = None
@@ -263,6 +273,17 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.n_neighbors_tried_ = tried
         self.timings_ = {**self.timings_, "first_fit_total": sum(first_timings.values()),
                          "small_cluster_refit": time.perf_counter() - t0}
+
+    def _refine_labels(self, report: Callable[[str], None]) -> None:
+        """The k-means labels refined on the related views' graphs (assign.refine_labels)."""
+        t0, kmeans_labels = time.perf_counter(), self.labels_
+        graphs = [graph for graph, kept in zip(self.view_graphs_, self.related_views_) if kept]
+        self.labels_, trace = refine_labels(graphs, kmeans_labels, self.n_clusters,
+                                            anchor=self.embedding_solver_ == "anchor")
+        self.refinement_objective_ = np.array(trace)
+        self.timings_ = {**self.timings_, "refine": time.perf_counter() - t0}
+        report(f"label refinement: {int(np.sum(self.labels_ != kmeans_labels))} samples moved in {len(trace) - 1} "
+               f"steps, normalized association {trace[0]:.4f} -> {trace[-1]:.4f}")
 
     def _fit_late(self, views, names: list[str] | None, random_state: int | None, t0: float,
                   report: Callable[[str], None]) -> None:
@@ -320,6 +341,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                f"{t3 - t2:.2f}s")
         self.labels_, self.inertia_ = assign_labels(readout(fused.embedding, fused.target, k), k,
                                                     n_init=self.n_init, random_state=seeds[-1])
+        self.refinement_objective_ = np.empty(0)  # refined by fit, after the small-cluster refit
         report(f"k-means ({self.n_init} restarts) in {time.perf_counter() - t3:.2f}s")
         self.embedding_, self.fusion_target_ = fused.embedding, fused.target
         self.view_weights_ = full_weights(fused.view_weights, used, len(H))
@@ -371,7 +393,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto",
-                                              n_components=self.n_clusters).fit(views, view_names=names)
+                                              n_components=self.n_clusters, refine=False).fit(views, view_names=names)
             n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
                                                                 late.view_embeddings_)
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
@@ -383,6 +405,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
         self.related_views_ = ef.related
         self.labels_, self.inertia_, self.embedding_ = ef.labels, ef.inertia, r.affinity_embedding
+        self.refinement_objective_ = np.empty(0)
         self.view_weights_, self.alpha_, self.objective_ = r.view_weights, r.alpha, np.array(r.objective)
         self.n_iter_, self.converged_ = r.n_iter, r.converged
         self.timings_ = {"total": time.perf_counter() - t0}

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--consensus-graph", default="auto", choices=("auto", "rank", "average"),
                      help="graph of the consensus embedding F: the views' rank consensus or the paper's average "
                           "(default: auto, rank on exact kNN graphs; docs/defaults.md)")
+    run.add_argument("--no-refine", dest="refine", action="store_false",
+                     help="keep the k-means labels of the fused embedding, without the label refinement on the view "
+                          "graphs (docs/defaults.md)")
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=positive_int,
                      help=f"LocalCluster worker processes (default: {DEFAULT_WORKERS}; not with --scheduler)")
@@ -247,10 +250,11 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         if args.n_neighbors is not None:
             log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
         r = fit_store(store, n_clusters, order=args.order, n_components=args.n_components, n_landmarks=args.n_landmarks,
-                      n_nearest_landmarks=args.n_nearest_landmarks, random_state=args.random_state, client=client,
-                      progress=lambda line: log(f"  {line}"))
+                      n_nearest_landmarks=args.n_nearest_landmarks, refine=args.refine, random_state=args.random_state,
+                      client=client, progress=lambda line: log(f"  {line}"))
         return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
+                "refinement_objective": r.refinement_objective,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
                              "pipeline": "out_of_core", "metric": r.metrics, "consensus_graph": "average",
                              "related_views": r.related_views.tolist()}}
@@ -260,7 +264,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
-                  consensus_graph=args.consensus_graph, random_state=args.random_state)
+                  consensus_graph=args.consensus_graph, refine=args.refine, random_state=args.random_state)
     model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
     return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
             # the stages before fusion, named apart from outofcore.STAGES (whose resume they would break)
@@ -270,7 +274,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                                     "F": model.average_embedding_, "related": model.related_views_}},
             "view_weights": model.view_weights_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
-            "stages": model.timings_,
+            "stages": model.timings_, "refinement_objective": model.refinement_objective_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
                          "n_neighbors": model.n_neighbors_, "n_landmarks": model.n_landmarks_,
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
@@ -427,6 +431,7 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
                        "n_components": args.n_components,
                        "n_neighbors": args.n_neighbors, "n_landmarks": args.n_landmarks,
                        "n_nearest_landmarks": args.n_nearest_landmarks, "consensus_graph": args.consensus_graph,
+                       "refine": args.refine,
                        "random_state": args.random_state, "workers": workers, "scheduler": args.scheduler},
         "resolved": fit["resolved"] | {"n_workers": n_workers},
         "metrics": metrics,
@@ -434,6 +439,7 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
         "objective": [float(v) for v in fit["objective"]],
         "n_iter": int(fit["n_iter"]),
         "converged": bool(fit["converged"]),
+        "refinement_objective": [float(v) for v in fit["refinement_objective"]],
         "timings": timings | {"fit_stages": fit["stages"]},
         "versions": _versions(),
     }

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from dask.delayed import Delayed
 
-from .assign import assign_labels, readout
+from .assign import assign_labels, readout, refine_labels
 from .fusion import full_weights, fuse_views, related_views, warn_unrelated
 from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows,
                     metric_from_values, value_summary)
@@ -36,7 +36,7 @@ from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_ro
                        anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
                        eigvecs_from_factor, fix_signs)
 from .store import MultiViewStore
-from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
+from .validation import (DISTINCT_CHECK_ROWS, check_bool, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_not_constant, check_scale, check_seed,
                          check_tol, column_range, fit_seeds, metric_list, n_distinct, row_ids, row_keys, view_label,
                          warn_zero_rows, zero_rows)
@@ -65,6 +65,7 @@ class OutOfCoreResult:
     parameters: dict[str, Any]  # every parameter of the run as given, lambda2 resolved
     timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (resumed: reading it back)
     computed_stages: list[str] = field(default_factory=list)  # stages computed in this call (others resumed)
+    refinement_objective: np.ndarray = field(default_factory=lambda: np.empty(0))  # refine_labels' trace (refine)
 
 
 # ---------------------------------------------------------------- chunk tasks
@@ -317,13 +318,26 @@ def _fusion(run: _Run, emb: dict[str, Any]) -> dict[str, Any]:
             "objective": np.asarray(fused.objective, dtype=float), "converged": np.asarray(fused.converged)}
 
 
+def _labels(run: _Run, fus: dict[str, Any], Zs: dict[str, Any], related: np.ndarray, k: int) -> dict[str, Any]:
+    """Stage 5: k-means of the read-out, refined on the related views' anchor graphs (on the client, which holds
+    every Z: O(n r k) per move) when the run's ``refine`` is set."""
+    lp = run.params["labels"]
+    labels = assign_labels(readout(fus["embedding"], fus["target"], k), k, n_init=lp["n_init"],
+                           random_state=run.seeds[-1])[0]
+    if not lp["refine"]:
+        return {"labels": labels, "refinement_objective": np.empty(0)}
+    labels, trace = refine_labels([Zs[f"Z{p}"] for p in np.flatnonzero(related)], labels, k, anchor=True)
+    return {"labels": labels, "refinement_objective": np.array(trace)}
+
+
 def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, order: int = 2,
               n_landmarks: int | None = None, n_nearest_landmarks: int = 3, metric: str | Sequence[str] = "auto",
               lambda1: float | str = "auto", lambda2: float | str = "auto", n_components: int | None = None,
               n_init: int = 10, random_state: int | None = None, client: Any = None, landmark_init: str = "random",
               landmark_sample: int = 5000,
               method: str = "gram", tol: float = 1e-4, max_iter: int = 100, eigenvalue_scaling: bool = True,
-              drop_unrelated_views: bool = True, progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
+              drop_unrelated_views: bool = True, refine: bool = True,
+              progress: Callable[[str], None] | None = None) -> OutOfCoreResult:
     """ONMSC-LF with anchor graphs on the views of `store`, stage by stage, resuming completed stages.
 
     `store` is a MultiViewStore or its path. Parameters are those of ``ONMSC(embedding="anchor")`` (lambdas a
@@ -346,6 +360,9 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
                         "views with MultiViewStore.create(path, views), or fit them in memory with ONMSC")
     store = store if isinstance(store, MultiViewStore) else MultiViewStore(store)
     check_tol(tol)
+    for name, value in (("refine", refine), ("eigenvalue_scaling", eigenvalue_scaling),
+                        ("drop_unrelated_views", drop_unrelated_views)):
+        check_bool(name, value)
     v, n = store.n_views, store.n_samples
     k, order = check_n_clusters(n_clusters, n), check_int("order", order)
     for name, value in (("n_init", n_init), ("max_iter", max_iter), ("landmark_sample", landmark_sample)):
@@ -364,7 +381,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
                             "drop_unrelated_views": drop_unrelated_views}
     params["fusion"] = {**params["embeddings"], "lambda1": lambda1, "lambda2": lambda2, "tol": tol,
                         "max_iter": max_iter, "eigenvalue_scaling": eigenvalue_scaling}
-    params["labels"] = {**params["fusion"], "n_init": n_init}
+    params["labels"] = {**params["fusion"], "n_init": n_init, "refine": refine}
     run = _Run(store, client, params, fit_seeds(random_state, v), progress or (lambda line: None))
     lm = run.stage("landmarks", ["metrics"] + [f"L{p}" for p in range(v)], lambda: _landmarks(run, k))
     metrics = lm["metrics"]["metrics"]
@@ -377,13 +394,13 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     warn_unrelated(emb["related"], emb["shares"], n, width, store.view_names)  # also when the stage is resumed
     fus = run.stage("fusion", ["embedding", "target", "view_weights", "objective", "converged"],
                     lambda: _fusion(run, emb))
-    lab = run.stage("labels", ["labels"], lambda: {"labels": assign_labels(readout(fus["embedding"], fus["target"], k),
-                                                                          k, n_init=n_init,
-                                                                          random_state=run.seeds[-1])[0]})
+    lab = run.stage("labels", ["labels", "refinement_objective"],
+                    lambda: _labels(run, fus, Zs, np.asarray(emb["related"], bool), k))
     return OutOfCoreResult(labels=lab["labels"], embedding=fus["embedding"], target=fus["target"],
                            view_weights=fus["view_weights"],
                            objective=fus["objective"], view_embeddings=emb["H"],
                            view_eigenvalues=emb["eigenvalues"], average_embedding=emb["F"],
                            related_views=np.asarray(emb["related"], bool),
                            metrics=metrics, converged=bool(fus["converged"]), parameters=params["labels"],
-                           timings=run.timings, computed_stages=run.computed)
+                           timings=run.timings, computed_stages=run.computed,
+                           refinement_objective=lab["refinement_objective"])

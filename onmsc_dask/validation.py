@@ -220,6 +220,13 @@ def check_int(name: str, value: int, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_bool(name: str, value: bool) -> bool:
+    """A switch: True or False (a numpy bool too), not a string such as "False"."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_lambda(name: str, value: float, positive: bool = False, rules: Sequence[str] = ("auto", "select")) -> float:
     """A finite lambda, >= 0 (> 0 when ``positive``); ``rules`` are the names accepted instead of a number."""
     try:

@@ -119,7 +119,7 @@ def test_clone_and_get_params():
                       "embedding": "anchor", "n_components": 8, "metric": ["cosine"], "n_landmarks": 50,
                       "n_nearest_landmarks": 4,
                       "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
-                      "eigenvalue_scaling": True, "drop_unrelated_views": True, "consensus_graph": "auto",
+                      "eigenvalue_scaling": True, "drop_unrelated_views": True, "consensus_graph": "auto", "refine": True,
                       "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
@@ -242,6 +242,9 @@ def test_other_input_errors(two_views):
     (dict(fusion="early", lambda2=3.0), "lambda1, lambda2 and consensus_graph apply to late fusion"),
     (dict(fusion="early", consensus_graph="rank"), "consensus_graph apply to late fusion"),
     (dict(consensus_graph="median"), "consensus_graph must be 'auto', 'rank' or 'average', got 'median'"),
+    (dict(refine="False"), "refine must be True or False, got 'False'"),
+    (dict(eigenvalue_scaling=1), "eigenvalue_scaling must be True or False, got 1"),
+    (dict(drop_unrelated_views=None), "drop_unrelated_views must be True or False, got None"),
     (dict(consensus_graph="rank", embedding="anchor", n_landmarks=20), "consensus_graph='rank' needs kNN graphs"),
 ])
 def test_bad_parameters_named(two_views, kwargs, match):
@@ -265,7 +268,7 @@ def test_n_components_more_eigenvectors_than_clusters(small_digits, embedding):
     views, y = small_digits
     kw = dict(embedding=embedding, n_landmarks=100) if embedding == "anchor" else dict(embedding=embedding)
     with dask.config.set(scheduler="sync"):
-        est = ONMSC(10, n_components=14, random_state=0, **kw).fit(views)
+        est = ONMSC(10, n_components=14, refine=False, random_state=0, **kw).fit(views)
     n = len(y)
     assert est.view_embeddings_.shape[-2:] == (n, 14) and est.average_embedding_.shape == (n, 14)
     np.testing.assert_allclose(est.embedding_.T @ est.embedding_, np.eye(14), atol=1e-8)
@@ -564,14 +567,16 @@ def test_default_neighbours_refit_for_small_clusters():
              centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
     lines = []
     est = ONMSC(3, random_state=0).fit(views, progress=lines.append)
-    N1 = smallest_cluster_neighbors(ONMSC(3, n_neighbors=15, random_state=0).fit(views).labels_, 3, 15)
+    first = ONMSC(3, n_neighbors=15, refine=False, random_state=0).fit(views)  # the refit reads k-means labels
+    N1 = smallest_cluster_neighbors(first.labels_, 3, 15)
     assert set(est.n_neighbors_tried_) == {15, N1}
     assert est.n_neighbors_ == min(est.n_neighbors_tried_, key=est.n_neighbors_tried_.get)
     # the progress lines: the first fit's stages, the refit's (prefixed with its N), then the decision
     assert lines[0].startswith("graphs and embeddings: 2 views as Dask tasks (exact solver, N = 15, orders 1..2")
     assert lines[4] == f"a cluster smaller than 2N = 30 found: refitting with N = {N1} (docs/defaults.md)"
     assert [line.split(":")[0] for line in lines[5:9]] == [f"  N = {N1}"] * 4
-    assert lines[-1].startswith(f"kept N = {est.n_neighbors_}: k-means distortion ") and len(lines) == 10
+    assert lines[-2].startswith(f"kept N = {est.n_neighbors_}: k-means distortion ") and len(lines) == 11
+    assert lines[-1].startswith("label refinement: ")  # once, on the kept fit
     again = ONMSC(3, n_neighbors=est.n_neighbors_, random_state=0).fit(views)
     assert again.n_neighbors_tried_ == {}
     np.testing.assert_array_equal(again.labels_, est.labels_)
@@ -658,3 +663,24 @@ def test_F_is_the_rank_consensus_graph_on_knn_graphs(small_digits, monkeypatch):
         fallback = ONMSC(k, random_state=0).fit(views)
     assert fallback.consensus_graph_ == "average"
     np.testing.assert_allclose(fallback.average_embedding_, avg.average_embedding_, atol=1e-10)
+
+
+@pytest.mark.parametrize("embedding", ["exact", "anchor"])
+def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_digits, embedding):
+    """refine=True: the labels of refine=False (k-means of the read-out) refined by assign.refine_labels on the
+    graphs of the related views (kNN affinities, or anchor matrices Z); refine=False keeps no trace."""
+    from onmsc_dask.assign import refine_labels
+
+    views, y = small_digits
+    kw = dict(embedding=embedding, n_landmarks=60) if embedding == "anchor" else dict(embedding=embedding)
+    with dask.config.set(scheduler="sync"):
+        plain = ONMSC(10, refine=False, random_state=0, **kw).fit(views)
+        refined = ONMSC(10, random_state=0, **kw).fit(views)
+    assert plain.refinement_objective_.size == 0 and "refine" not in plain.timings_
+    graphs = [G for G, kept in zip(plain.view_graphs_, plain.related_views_) if kept]
+    labels, trace = refine_labels(graphs, plain.labels_, 10, anchor=embedding == "anchor")
+    np.testing.assert_array_equal(refined.labels_, labels)
+    np.testing.assert_allclose(refined.refinement_objective_, trace)
+    assert len(trace) > 1 and np.all(np.diff(trace) > 0) and np.sum(labels != plain.labels_) > 0
+    np.testing.assert_array_equal(refined.embedding_, plain.embedding_)  # only the labels change
+    assert refined.inertia_ == plain.inertia_ and "refine" in refined.timings_

@@ -1,10 +1,14 @@
-"""Labels from the fused embedding (assign.py): k-means on the row-normalized rows, lowest inertia of the restarts."""
+"""Labels from the fused embedding (assign.py): k-means on the row-normalized rows, lowest inertia of the restarts,
+then the label refinement on the view graphs."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import scipy.sparse as sp
 from sklearn.cluster import KMeans
 
-from onmsc_dask.assign import assign_labels, normalize_rows, readout
+from onmsc_dask.assign import affinity_product, assign_labels, normalize_rows, readout, refine_labels
+from onmsc_dask.graph import view_affinity
 from onmsc_dask.metrics import accuracy
 
 
@@ -55,3 +59,98 @@ def test_readout_is_the_embedding_at_width_k_and_the_target_when_wider():
     assert readout(embedding, target, 3) is embedding
     wide, wide_target = rng.normal(size=(10, 6)), rng.normal(size=(10, 6))
     assert readout(wide, wide_target, 3) is wide_target
+
+
+# ------------------------------------------------------------------ label refinement
+
+
+def _planted_views(seed: int = 0, n_per: int = 60, k: int = 3) -> tuple[list[sp.csr_matrix], np.ndarray]:
+    """Two kNN affinities of noisy views of k well separated groups."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(k), n_per)
+    centres = rng.normal(size=(k, 5)) * 3
+    views = [centres[y] + rng.normal(size=(len(y), 5)), centres[y] @ rng.normal(size=(5, 4)) + rng.normal(size=(len(y), 4))]
+    return [view_affinity(X, 10, "euclidean") for X in views], y
+
+
+def _dense_association(graphs, labels: np.ndarray, k: int) -> float:
+    """sum_p sum_c assoc_p(c, c) / vol_p(c) from dense matrices."""
+    total = 0.0
+    for A in graphs:
+        A = A.toarray()
+        for c in range(k):
+            members = labels == c
+            total += A[np.ix_(members, members)].sum() / A[members].sum()
+    return total
+
+
+def _dense_kernel_kmeans_step(graphs, labels: np.ndarray, k: int) -> np.ndarray:
+    """One batch move of weighted kernel k-means (kernel D^-1 A D^-1, weights D) summed over the views, dense."""
+    n = len(labels)
+    distance = np.zeros((n, k))
+    for A in graphs:
+        A = A.toarray()
+        d = A.sum(axis=1)
+        K = A / np.outer(d, d)
+        for c in range(k):
+            members, s = labels == c, d[labels == c].sum()
+            distance[:, c] += (np.diag(K) - 2 * K[:, members] @ d[members] / s
+                               + d[members] @ K[np.ix_(members, members)] @ d[members] / s ** 2)
+    return distance.argmin(axis=1)
+
+
+def _corrupt(y: np.ndarray, fraction: float, k: int, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    labels = y.copy()
+    flip = rng.choice(len(y), int(fraction * len(y)), replace=False)
+    labels[flip] = (labels[flip] + rng.integers(1, k, size=flip.size)) % k
+    return labels
+
+
+def test_refinement_moves_are_kernel_kmeans_steps_and_raise_the_association():
+    graphs, y = _planted_views()
+    start = _corrupt(y, 0.2, 3)
+    one, trace = refine_labels(graphs, start, 3, max_iter=1)
+    np.testing.assert_array_equal(one, _dense_kernel_kmeans_step(graphs, start, 3))
+    assert trace == pytest.approx([_dense_association(graphs, start, 3), _dense_association(graphs, one, 3)])
+    labels, trace = refine_labels(graphs, start, 3)
+    assert np.all(np.diff(trace) > 0) and trace[-1] == pytest.approx(_dense_association(graphs, labels, 3))
+    assert accuracy(y, start) < 0.85 and accuracy(y, labels) == 1.0  # the corrupted labels are repaired
+    np.testing.assert_array_equal(refine_labels(graphs, y, 3)[0], y)  # the planted partition is a fixed point
+    unchanged, trace = refine_labels(graphs, start, 3, max_iter=0)
+    np.testing.assert_array_equal(unchanged, start)
+    assert len(trace) == 1
+
+
+def test_refinement_of_anchor_matrices_equals_that_of_the_dense_anchor_graph():
+    rng = np.random.default_rng(2)
+    y = np.repeat(np.arange(3), 50)
+    Zs = []
+    for _ in range(2):  # rows link to 3 of 30 landmarks, mostly their group's, weights summing to 1
+        cols = np.where(rng.random((150, 3)) < 0.8, 10 * y[:, None], rng.integers(0, 3, (150, 1)) * 10)
+        cols = cols + rng.choice(10, size=(150, 3))
+        w = rng.random((150, 3))
+        Z = sp.csr_matrix((w.ravel(), cols.ravel(), np.arange(0, 451, 3)), shape=(150, 30))
+        Z.sum_duplicates()
+        Zs.append(sp.csr_matrix(Z.multiply(1 / Z.sum(axis=1))))
+    dense = [sp.csr_matrix(Z @ sp.diags(1 / np.asarray(Z.sum(axis=0)).ravel()) @ Z.T) for Z in Zs]
+    Y = np.eye(3)[y]
+    np.testing.assert_allclose(affinity_product(Zs[0], Y, anchor=True), dense[0] @ Y, atol=1e-12)
+    start = _corrupt(y, 0.3, 3)
+    labels, trace = refine_labels(Zs, start, 3, anchor=True)
+    reference, reference_trace = refine_labels(dense, start, 3)
+    np.testing.assert_array_equal(labels, reference)
+    np.testing.assert_allclose(trace, reference_trace, rtol=1e-12)
+    assert len(trace) > 1
+
+
+def test_refinement_never_empties_a_cluster():
+    """On this random graph the first batch move would leave cluster 0 empty: no move is made."""
+    rng = np.random.default_rng(81)
+    W = rng.random((12, 12)) * (rng.random((12, 12)) < 0.4)
+    W = np.triu(W, 1)
+    graphs, start = [sp.csr_matrix(W + W.T)], rng.integers(0, 3, 12)
+    assert np.bincount(_dense_kernel_kmeans_step(graphs, start, 3), minlength=3).min() == 0
+    labels, trace = refine_labels(graphs, start, 3)
+    np.testing.assert_array_equal(labels, start)
+    assert len(trace) == 1

@@ -45,6 +45,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert report["resolved"]["related_views"] == [True, True, True]
     assert report["resolved"]["n_neighbors_tried"] == {}  # digits' clusters are all larger than 2N
     assert report["resolved"]["consensus_graph"] == "rank"  # F's graph (docs/defaults.md)
+    assert report["parameters"]["refine"] is True and np.all(np.diff(report["refinement_objective"]) > 0)
     assert list(report["view_weights"]) == names
     assert sum(report["view_weights"].values()) == pytest.approx(1.0)
     objective = np.array(report["objective"])
@@ -77,7 +78,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert "ACC" in err.out
     order = ["graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders 1..2, width 10)",
              "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
-             "] fusion converged after"]
+             "label refinement: ", "] fusion converged after"]
     positions = [err.err.find(line) for line in order]
     assert -1 not in positions and positions == sorted(positions), err.err
 
@@ -101,6 +102,13 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     assert report["parameters"]["consensus_graph"] == "average"  # given, as every other option
     expected = ONMSC(3, consensus_graph="average", random_state=0).fit(views).labels_
     np.testing.assert_array_equal(np.load(tmp_path / "avg" / "labels.npy"), expected)
+    # the k-means labels, without the refinement, on request
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "plain"), "--scheduler", scheduler,
+                 "--no-refine"]) == 0
+    report = json.loads((tmp_path / "plain" / "report.json").read_text())
+    assert report["parameters"]["refine"] is False and report["refinement_objective"] == []
+    expected = ONMSC(3, refine=False, random_state=0).fit(views).labels_
+    np.testing.assert_array_equal(np.load(tmp_path / "plain" / "labels.npy"), expected)
 
 
 def _count_nndescent_calls(threshold: int) -> None:

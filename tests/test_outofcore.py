@@ -54,7 +54,8 @@ def test_equals_in_memory_anchor(store, method):
     np.testing.assert_allclose(res.view_eigenvalues, est.view_eigenvalues_, atol=1e-8)  # from the m x m problem
     np.testing.assert_allclose(res.average_embedding, est.average_embedding_, atol=1e-8)
     np.testing.assert_allclose(res.view_weights, est.view_weights_, atol=1e-8)
-    np.testing.assert_array_equal(res.labels, est.labels_)
+    np.testing.assert_array_equal(res.labels, est.labels_)  # refined on the same Z
+    np.testing.assert_allclose(res.refinement_objective, est.refinement_objective_, rtol=1e-10)
     assert res.metrics == est.metric_
 
 
@@ -167,6 +168,11 @@ def test_resume_skips_completed_and_recomputes_affected(store):
     assert len(np.unique(changed.labels)) == 8
     np.testing.assert_array_equal(store.read_result("landmarks", "L0"), landmarks)
     assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["labels"]
+    plain = fit_store(store, 8, **{**PARAMS, "n_init": 5, "refine": False})
+    assert plain.computed_stages == ["labels"] and plain.refinement_objective.size == 0
+    refined = fit_store(store, 8, **{**PARAMS, "n_init": 5})
+    assert refined.computed_stages == ["labels"] and np.all(np.diff(refined.refinement_objective) > 0)
+    assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == []
     params = store.stages()["embeddings"]  # an interrupted rewrite: the embeddings stage is incomplete again
     store.write_result("embeddings", "F", store.read_result("embeddings", "F"), params)
     assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["embeddings", "fusion", "labels"]
