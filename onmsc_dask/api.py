@@ -18,8 +18,8 @@ from .graph import (build_graph, check_components, n_components, rank_consensus_
                     resolve_graph_inputs, smallest_cluster_neighbors, view_graphs)
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
-from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed, check_tol,
-                         check_view_names, fit_seeds, user_warning, view_label, view_list)
+from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed,
+                         check_tol, check_view_names, fit_seeds, user_warning, view_label, view_list)
 from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
 
 

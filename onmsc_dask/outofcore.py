@@ -36,10 +36,10 @@ from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_ro
                        anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
                        eigvecs_from_factor, fix_signs)
 from .store import MultiViewStore
-from .validation import (DISTINCT_CHECK_ROWS, check_bool, check_finite, check_int, check_lambda, check_landmarks, check_n_clusters,
-                         check_n_components, check_n_distinct, check_not_constant, check_scale, check_seed,
-                         check_tol, column_range, fit_seeds, metric_list, n_distinct, row_ids, row_keys, view_label,
-                         warn_zero_rows, zero_rows)
+from .validation import (DISTINCT_CHECK_ROWS, check_bool, check_finite, check_int, check_lambda, check_landmarks,
+                         check_n_clusters, check_n_components, check_n_distinct, check_not_constant, check_scale,
+                         check_seed, check_tol, column_range, fit_seeds, metric_list, n_distinct, row_ids, row_keys,
+                         view_label, warn_zero_rows, zero_rows)
 
 __all__ = ["OutOfCoreResult", "fit_store"]
 

@@ -69,7 +69,8 @@ def _planted_views(seed: int = 0, n_per: int = 60, k: int = 3) -> tuple[list[sp.
     rng = np.random.default_rng(seed)
     y = np.repeat(np.arange(k), n_per)
     centres = rng.normal(size=(k, 5)) * 3
-    views = [centres[y] + rng.normal(size=(len(y), 5)), centres[y] @ rng.normal(size=(5, 4)) + rng.normal(size=(len(y), 4))]
+    views = [centres[y] + rng.normal(size=(len(y), 5)),
+             centres[y] @ rng.normal(size=(5, 4)) + rng.normal(size=(len(y), 4))]
     return [view_affinity(X, 10, "euclidean") for X in views], y
 
 
