@@ -116,6 +116,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         average affinity (1/v) sum_p A_p; ``"auto"``: rank on exact kNN graphs, average for anchor graphs (no
         sample-to-sample ranks) and Nystrom (the paper's reproduction). docs/defaults.md.
     n_init : k-means restarts on the read-out (assign.readout).
+    max_iter, tol : the fusion stops when its objective changes by at most ``tol`` relatively (the paper's 1e-4), or
+        after ``max_iter`` iterations; the label refinement stops by the same ``tol``.
     refine : late fusion: refine the k-means labels on the related views' graphs, moving samples while that raises
         the views' summed normalized association (assign.refine_labels; docs/defaults.md, "Label refinement").
         Early fusion's labels are its k-means labels.
@@ -279,7 +281,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         t0, kmeans_labels = time.perf_counter(), self.labels_
         graphs = [graph for graph, kept in zip(self.view_graphs_, self.related_views_) if kept]
         self.labels_, trace = refine_labels(graphs, kmeans_labels, self.n_clusters,
-                                            anchor=self.embedding_solver_ == "anchor")
+                                            anchor=self.embedding_solver_ == "anchor", tol=self.tol)
         self.refinement_objective_ = np.array(trace)
         self.timings_ = {**self.timings_, "refine": time.perf_counter() - t0}
         report(f"label refinement: {int(np.sum(self.labels_ != kmeans_labels))} samples moved in {len(trace) - 1} "

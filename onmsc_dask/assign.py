@@ -8,7 +8,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.cluster import KMeans
 
-REFINE_MAX_ITER = 100  # batch moves of refine_labels at most (measured: 2-30 until no move raises N)
+from .fusion import converged
+
+REFINE_MAX_ITER = 100  # batch moves of refine_labels at most
 
 
 def normalize_rows(H: np.ndarray) -> np.ndarray:
@@ -52,13 +54,14 @@ def _cluster_links(graphs: Sequence[sp.spmatrix], degrees: list[np.ndarray], lab
 
 
 def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int, *, anchor: bool = False,
-                  max_iter: int = REFINE_MAX_ITER) -> tuple[np.ndarray, list[float]]:
+                  tol: float = 1e-4, max_iter: int = REFINE_MAX_ITER) -> tuple[np.ndarray, list[float]]:
     """Labels that raise the views' summed normalized association N = sum_p sum_c assoc_p(c, c) / vol_p(c)
     (= sum_p (k - Ncut_p); each view's term is the discrete problem Eq. 4's tr(H^T G_p H) relaxes), from
     ``labels``: batch moves of weighted kernel k-means (Dhillon, Guan & Kulis 2007, kernels D_p^-1 A_p D_p^-1 and
     weights D_p summed over the views: each sample to the cluster at the least distance), kept while N increases
-    and no cluster empties. ``graphs`` are kNN affinities, or anchor matrices Z with ``anchor``. Returns the labels
-    and N before and after each kept move (docs/defaults.md, "Label refinement")."""
+    and no cluster empties, until a move changes N by at most ``tol`` relatively (the stopping rule of late fusion).
+    ``graphs`` are kNN affinities, or anchor matrices Z with ``anchor``. Returns the labels and N before and after each
+    kept move (docs/defaults.md, "Label refinement")."""
     k, n = n_clusters, len(labels)
     degrees = [affinity_product(G, np.ones((n, 1)), anchor).ravel() for G in graphs]
     inv_degrees = [np.divide(1.0, d, out=np.zeros_like(d), where=d > 0)[:, None] for d in degrees]
@@ -76,4 +79,6 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
             break
         labels, (links, within, volume) = moved, state
         trace.append(value)
+        if converged(trace[-2], value, tol):
+            break
     return labels, trace

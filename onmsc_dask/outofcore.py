@@ -326,7 +326,8 @@ def _labels(run: _Run, fus: dict[str, Any], Zs: dict[str, Any], related: np.ndar
                            random_state=run.seeds[-1])[0]
     if not lp["refine"]:
         return {"labels": labels, "refinement_objective": np.empty(0)}
-    labels, trace = refine_labels([Zs[f"Z{p}"] for p in np.flatnonzero(related)], labels, k, anchor=True)
+    labels, trace = refine_labels([Zs[f"Z{p}"] for p in np.flatnonzero(related)], labels, k, anchor=True,
+                                  tol=lp["tol"])
     return {"labels": labels, "refinement_objective": np.array(trace)}
 
 

@@ -155,3 +155,19 @@ def test_refinement_never_empties_a_cluster():
     labels, trace = refine_labels(graphs, start, 3)
     np.testing.assert_array_equal(labels, start)
     assert len(trace) == 1
+
+
+def test_refinement_stops_at_the_relative_tolerance():
+    """The stopping rule of late fusion: the last kept move changed N by at most tol relatively, every earlier one by
+    more; tol = 0 runs on until no move raises N."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    graphs = [view_affinity(X[:, :32], 10, "cosine"), view_affinity(X[:, 32:], 10, "cosine")]
+    rng = np.random.default_rng(0)
+    start = np.where(rng.random(len(y)) < 0.3, rng.integers(0, 10, len(y)), y)
+    _, full = refine_labels(graphs, start, 10, tol=0)
+    _, early = refine_labels(graphs, start, 10, tol=0.02)
+    gains = np.diff(early) / np.array(early[1:])
+    assert np.all(gains[:-1] > 0.02) and 0 < gains[-1] <= 0.02
+    assert len(early) < len(full) and early == full[:len(early)]
