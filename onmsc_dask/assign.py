@@ -3,6 +3,7 @@ graphs (``refine_labels``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,42 +44,56 @@ def affinity_product(graph: sp.spmatrix, Y: np.ndarray, anchor: bool = False) ->
     return np.asarray(graph @ ((graph.T @ Y) / np.where(lam > 0, lam, 1.0)[:, None]))
 
 
-def _cluster_links(graphs: Sequence[sp.spmatrix], degrees: list[np.ndarray], labels: np.ndarray, k: int,
-                   anchor: bool) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """Per view: links(i, c) = sum_{j in c} A_ij (n x k); and per view and cluster assoc(c, c) and vol(c) (v x k)."""
+class _Partition(NamedTuple):
+    """A partition seen by each view p: links_p(i, c) = sum_{j in c} A_p,ij (n x k), assoc_p(c, c) and vol_p(c) (v x k)."""
+
+    links: list[np.ndarray]
+    within: np.ndarray
+    volume: np.ndarray
+
+    @property
+    def association(self) -> float:
+        """N = sum_p sum_c assoc_p(c, c) / vol_p(c), an empty volume counting 0."""
+        return float(np.sum(np.divide(self.within, self.volume, out=np.zeros_like(self.within),
+                                      where=self.volume > 0)))
+
+
+def _partition(graphs: Sequence[sp.spmatrix], degrees: list[np.ndarray], labels: np.ndarray, k: int,
+               anchor: bool) -> _Partition:
     Y = np.eye(k)[labels]
     links = [affinity_product(G, Y, anchor) for G in graphs]
-    within = np.array([np.einsum("ic,ic->c", Y, L) for L in links])
-    volume = np.maximum(np.array([Y.T @ d for d in degrees]), np.finfo(float).tiny)
-    return links, within, volume
+    return _Partition(links, np.array([np.einsum("ic,ic->c", Y, L) for L in links]),
+                      np.array([Y.T @ d for d in degrees]))
 
 
 def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int, *, anchor: bool = False,
                   tol: float = 1e-4, max_iter: int = REFINE_MAX_ITER) -> tuple[np.ndarray, list[float]]:
     """Labels that raise the views' summed normalized association N = sum_p sum_c assoc_p(c, c) / vol_p(c)
-    (= sum_p (k - Ncut_p); each view's term is the discrete problem Eq. 4's tr(H^T G_p H) relaxes), from
-    ``labels``: batch moves of weighted kernel k-means (Dhillon, Guan & Kulis 2007, kernels D_p^-1 A_p D_p^-1 and
-    weights D_p summed over the views: each sample to the cluster at the least distance), kept while N increases
-    and no cluster empties, until a move changes N by at most ``tol`` relatively (the stopping rule of late fusion).
-    ``graphs`` are kNN affinities, or anchor matrices Z with ``anchor``. Returns the labels and N before and after each
-    kept move (docs/defaults.md, "Label refinement")."""
-    k, n = n_clusters, len(labels)
-    degrees = [affinity_product(G, np.ones((n, 1)), anchor).ravel() for G in graphs]
-    inv_degrees = [np.divide(1.0, d, out=np.zeros_like(d), where=d > 0)[:, None] for d in degrees]
-    links, within, volume = _cluster_links(graphs, degrees, labels, k, anchor)
-    trace = [float(np.sum(within / volume))]
+    (= sum_p (k - Ncut_p); each term is the discrete problem that Eq. 4's tr(H^T G_p H) relaxes), from ``labels``
+    (0..k-1, not modified): batch assignment steps of weighted kernel k-means, whose objective is -N (Dhillon, Guan &
+    Kulis 2004: kernels D_p^-1 A_p D_p^-1, weights D_p), kept while N increases and no cluster empties, until a step
+    changes N by at most ``tol`` relatively (late fusion's stopping rule). ``graphs``: kNN affinities, or anchor
+    matrices Z with ``anchor``. Returns int64 labels and N before and after each kept step (docs/defaults.md)."""
+    k, labels = n_clusters, np.array(labels, dtype=np.int64)
+    if labels.size and (labels.min() < 0 or labels.max() >= k):
+        raise ValueError(f"labels must lie in 0..{k - 1}, got {labels.min()}..{labels.max()}")
+    degrees = [affinity_product(G, np.ones((len(labels), 1)), anchor).ravel() for G in graphs]
+    state = _partition(graphs, degrees, labels, k, anchor)
+    trace, rows = [state.association], np.arange(len(labels))
     for _ in range(max_iter):
-        # distance to cluster c in the kernel feature space, less the sample's own term (the same for every c)
-        distance = sum(w / v ** 2 - 2 * L * inv_d / v for L, w, v, inv_d in zip(links, within, volume, inv_degrees))
-        moved = distance.argmin(axis=1)
+        # sum_p d_p,i x (squared distance of sample i to cluster c's mean in view p's kernel space, less i's own term)
+        volume = np.where(state.volume > 0, state.volume, np.inf)
+        distance = sum(d[:, None] * (w / v) / v - 2 * L / v
+                       for L, w, v, d in zip(state.links, state.within, volume, degrees))
+        best = distance.argmin(axis=1)
+        moved = np.where(distance[rows, best] < distance[rows, labels], best, labels)  # ties stay
         if np.array_equal(moved, labels) or np.bincount(moved, minlength=k).min() == 0:
             break
-        state = _cluster_links(graphs, degrees, moved, k, anchor)
-        value = float(np.sum(state[1] / state[2]))
-        if value <= trace[-1]:
+        candidate = _partition(graphs, degrees, moved, k, anchor)
+        if candidate.association <= trace[-1]:
             break
-        labels, (links, within, volume) = moved, state
-        trace.append(value)
-        if converged(trace[-2], value, tol):
+        labels, state = moved, candidate
+        trace.append(state.association)
+        if converged(trace[-2], trace[-1], tol):
             break
     return labels, trace

@@ -546,6 +546,11 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
     base = ONMSC(10, fusion=fusion, random_state=0).fit(views)
     np.testing.assert_allclose(est.view_weights_[:3], base.view_weights_, atol=1e-6)
     assert accuracy(y, est.labels_) >= accuracy(y, base.labels_) - 0.02
+    if fusion == "late":  # the labels are refined on the related views' graphs only
+        from onmsc_dask.assign import refine_labels
+
+        plain = ONMSC(10, refine=False, random_state=0).fit(noisy)
+        np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], est.labels_)
     off = ONMSC(10, fusion=fusion, drop_unrelated_views=False, random_state=0).fit(noisy)
     assert off.related_views_.all() and off.view_weights_[3] > 0
 
@@ -674,13 +679,20 @@ def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_
     views, y = small_digits
     kw = dict(embedding=embedding, n_landmarks=60) if embedding == "anchor" else dict(embedding=embedding)
     with dask.config.set(scheduler="sync"):
-        plain = ONMSC(10, refine=False, random_state=0, **kw).fit(views)
-        refined = ONMSC(10, random_state=0, **kw).fit(views)
+        plain = ONMSC(10, refine=False, tol=1e-3, random_state=0, **kw).fit(views)
+        refined = ONMSC(10, tol=1e-3, random_state=0, **kw).fit(views)
     assert plain.refinement_objective_.size == 0 and "refine" not in plain.timings_
     graphs = [G for G, kept in zip(plain.view_graphs_, plain.related_views_) if kept]
-    labels, trace = refine_labels(graphs, plain.labels_, 10, anchor=embedding == "anchor")
+    labels, trace = refine_labels(graphs, plain.labels_, 10, anchor=embedding == "anchor", tol=1e-3)  # the fit's tol
     np.testing.assert_array_equal(refined.labels_, labels)
     np.testing.assert_allclose(refined.refinement_objective_, trace)
     assert len(trace) > 1 and np.all(np.diff(trace) > 0) and np.sum(labels != plain.labels_) > 0
     np.testing.assert_array_equal(refined.embedding_, plain.embedding_)  # only the labels change
     assert refined.inertia_ == plain.inertia_ and "refine" in refined.timings_
+
+
+def test_early_fusion_labels_are_not_refined(small_digits):
+    views, _ = small_digits
+    fits = [ONMSC(10, fusion="early", refine=r, random_state=0).fit(views) for r in (True, False)]
+    np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
+    assert fits[0].refinement_objective_.size == 0

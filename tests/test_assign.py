@@ -86,18 +86,20 @@ def _dense_association(graphs, labels: np.ndarray, k: int) -> float:
 
 
 def _dense_kernel_kmeans_step(graphs, labels: np.ndarray, k: int) -> np.ndarray:
-    """One batch move of weighted kernel k-means (kernel D^-1 A D^-1, weights D) summed over the views, dense."""
+    """One batch assignment step of weighted kernel k-means (kernel D^-1 A D^-1, weights D), dense: sample i goes to
+    the cluster minimising sum_p d_p,i ||phi_p(i) - m_p,c||^2, staying where it is on a tie."""
     n = len(labels)
-    distance = np.zeros((n, k))
+    cost = np.zeros((n, k))
     for A in graphs:
         A = A.toarray()
         d = A.sum(axis=1)
         K = A / np.outer(d, d)
         for c in range(k):
             members, s = labels == c, d[labels == c].sum()
-            distance[:, c] += (np.diag(K) - 2 * K[:, members] @ d[members] / s
+            cost[:, c] += d * (np.diag(K) - 2 * K[:, members] @ d[members] / s
                                + d[members] @ K[np.ix_(members, members)] @ d[members] / s ** 2)
-    return distance.argmin(axis=1)
+    best = cost.argmin(axis=1)
+    return np.where(cost[np.arange(n), best] < cost[np.arange(n), labels] - 1e-12, best, labels)
 
 
 def _corrupt(y: np.ndarray, fraction: float, k: int, seed: int = 1) -> np.ndarray:
@@ -113,6 +115,7 @@ def test_refinement_moves_are_kernel_kmeans_steps_and_raise_the_association():
     start = _corrupt(y, 0.2, 3)
     one, trace = refine_labels(graphs, start, 3, max_iter=1)
     np.testing.assert_array_equal(one, _dense_kernel_kmeans_step(graphs, start, 3))
+    assert np.sum(one != start) > 10
     assert trace == pytest.approx([_dense_association(graphs, start, 3), _dense_association(graphs, one, 3)])
     labels, trace = refine_labels(graphs, start, 3)
     assert np.all(np.diff(trace) > 0) and trace[-1] == pytest.approx(_dense_association(graphs, labels, 3))
@@ -145,16 +148,44 @@ def test_refinement_of_anchor_matrices_equals_that_of_the_dense_anchor_graph():
     assert len(trace) > 1
 
 
+def _association(W: np.ndarray, labels: np.ndarray, k: int) -> float:
+    """N of one dense graph, an empty cluster counting 0."""
+    return sum(W[np.ix_(labels == c, labels == c)].sum() / W[labels == c].sum() for c in range(k) if np.any(labels == c))
+
+
 def test_refinement_never_empties_a_cluster():
-    """On this random graph the first batch move would leave cluster 0 empty: no move is made."""
-    rng = np.random.default_rng(81)
+    """On this random graph the first step would empty cluster 2 and raise N: no move is made, k clusters stay."""
+    rng = np.random.default_rng(848)
     W = rng.random((12, 12)) * (rng.random((12, 12)) < 0.4)
     W = np.triu(W, 1)
-    graphs, start = [sp.csr_matrix(W + W.T)], rng.integers(0, 3, 12)
-    assert np.bincount(_dense_kernel_kmeans_step(graphs, start, 3), minlength=3).min() == 0
+    W = W + W.T
+    graphs, start = [sp.csr_matrix(W)], rng.integers(0, 3, 12)
+    step = _dense_kernel_kmeans_step(graphs, start, 3)
+    assert np.bincount(step, minlength=3).min() == 0 and _association(W, step, 3) > _association(W, start, 3)
     labels, trace = refine_labels(graphs, start, 3)
     np.testing.assert_array_equal(labels, start)
     assert len(trace) == 1
+
+
+def test_refinement_with_isolated_samples_and_empty_volumes():
+    """A sample with no edges stays where it is (its cost is the same for every cluster), and a cluster whose
+    samples have no edges in a view (volume 0 there) counts 0 in N instead of making it NaN; the labels given are
+    not modified, out-of-range labels are refused."""
+    graphs, y = _planted_views(n_per=30, k=2)
+    keep = sp.diags(np.r_[0.0, np.ones(len(y) - 1)])  # sample 0 loses its edges in both views
+    graphs = [sp.csr_matrix(keep @ A @ keep) for A in graphs]
+    start = _corrupt(y, 0.2, 2)
+    start[0] = 1 - y[0]
+    given = start.copy()
+    labels, trace = refine_labels(graphs, start, 2)
+    np.testing.assert_array_equal(start, given)
+    assert labels.dtype == np.int64 and len(trace) > 1 and np.all(np.diff(trace) > 0)
+    assert labels[0] == start[0] and accuracy(y[1:], labels[1:]) == 1.0
+    lonely = sp.csr_matrix((60, 60))  # a view with no edges at all: every volume 0
+    labels, trace = refine_labels([lonely, graphs[1]], start, 2)
+    assert np.isfinite(trace).all() and len(trace) > 1 and accuracy(y[1:], labels[1:]) == 1.0
+    with pytest.raises(ValueError, match="labels must lie in 0..1, got 0..2"):
+        refine_labels(graphs, np.r_[start[:-1], 2], 2)
 
 
 def test_refinement_stops_at_the_relative_tolerance():
