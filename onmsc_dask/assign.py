@@ -45,7 +45,7 @@ def affinity_product(graph: sp.spmatrix, Y: np.ndarray, anchor: bool = False) ->
 
 
 class _Partition(NamedTuple):
-    """A partition seen by each view p: links_p(i, c) = sum_{j in c} A_p,ij (n x k), assoc_p(c, c) and vol_p(c) (v x k)."""
+    """A partition seen by each view p: links_p(i, c) = sum_{j in c} A_p,ij (n x k); assoc_p(c, c), vol_p(c) (v x k)."""
 
     links: list[np.ndarray]
     within: np.ndarray

@@ -150,7 +150,8 @@ def test_refinement_of_anchor_matrices_equals_that_of_the_dense_anchor_graph():
 
 def _association(W: np.ndarray, labels: np.ndarray, k: int) -> float:
     """N of one dense graph, an empty cluster counting 0."""
-    return sum(W[np.ix_(labels == c, labels == c)].sum() / W[labels == c].sum() for c in range(k) if np.any(labels == c))
+    return sum(W[np.ix_(labels == c, labels == c)].sum() / W[labels == c].sum()
+               for c in range(k) if np.any(labels == c))
 
 
 def test_refinement_never_empties_a_cluster():
