@@ -11,7 +11,7 @@ from sklearn.cluster import KMeans
 
 from .fusion import converged
 
-REFINE_MAX_ITER = 100  # batch moves of refine_labels at most
+REFINE_MAX_ITER = 100  # batch steps of refine_labels at most
 
 
 def normalize_rows(H: np.ndarray) -> np.ndarray:
