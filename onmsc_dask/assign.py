@@ -2,7 +2,7 @@
 graphs (``refine_labels``)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from sklearn.cluster import KMeans
 
 from .fusion import converged
+from .spectral import anchor_column_sums, anchor_factor_pieces
 
 REFINE_MAX_ITER = 100  # batch steps of refine_labels at most
 
@@ -35,13 +36,13 @@ def readout(embedding: np.ndarray, target: np.ndarray, n_clusters: int) -> np.nd
     return target if embedding.shape[1] > n_clusters else embedding
 
 
-def affinity_product(graph: sp.spmatrix, Y: np.ndarray, anchor: bool = False) -> np.ndarray:
-    """A Y for a kNN affinity A (n x n), or for an anchor matrix Z (n x m) with A = Z Lambda^-1 Z^T, Lambda = Z^T 1
-    (spectral.py), without forming A."""
+def affinity_operator(graph: sp.spmatrix, anchor: bool = False) -> Callable[[np.ndarray], np.ndarray]:
+    """Y -> A Y for a kNN affinity A (n x n), or for an anchor matrix Z (n x m) with A = B B^T, B = Z Lambda^-1/2
+    (spectral.anchor_factor_pieces; Lambda = Z^T 1 computed once), without forming A."""
     if not anchor:
-        return np.asarray(graph @ Y)
-    lam = np.asarray(graph.sum(axis=0)).ravel()
-    return np.asarray(graph @ ((graph.T @ Y) / np.where(lam > 0, lam, 1.0)[:, None]))
+        return lambda Y: np.asarray(graph @ Y)
+    B = (graph @ sp.diags(anchor_factor_pieces(anchor_column_sums(graph))["scale"])).tocsr()
+    return lambda Y: np.asarray(B @ (B.T @ Y))
 
 
 class _Partition(NamedTuple):
@@ -58,10 +59,10 @@ class _Partition(NamedTuple):
                                       where=self.volume > 0)))
 
 
-def _partition(graphs: Sequence[sp.spmatrix], degrees: list[np.ndarray], labels: np.ndarray, k: int,
-               anchor: bool) -> _Partition:
+def _partition(products: list[Callable[[np.ndarray], np.ndarray]], degrees: list[np.ndarray], labels: np.ndarray,
+               k: int) -> _Partition:
     Y = np.eye(k)[labels]
-    links = [affinity_product(G, Y, anchor) for G in graphs]
+    links = [product(Y) for product in products]
     return _Partition(links, np.array([np.einsum("ic,ic->c", Y, L) for L in links]),
                       np.array([Y.T @ d for d in degrees]))
 
@@ -77,8 +78,9 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
     k, labels = n_clusters, np.array(labels, dtype=np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= k):
         raise ValueError(f"labels must lie in 0..{k - 1}, got {labels.min()}..{labels.max()}")
-    degrees = [affinity_product(G, np.ones((len(labels), 1)), anchor).ravel() for G in graphs]
-    state = _partition(graphs, degrees, labels, k, anchor)
+    products = [affinity_operator(G, anchor) for G in graphs]
+    degrees = [product(np.ones((len(labels), 1))).ravel() for product in products]
+    state = _partition(products, degrees, labels, k)
     trace, rows = [state.association], np.arange(len(labels))
     for _ in range(max_iter):
         # sum_p d_p,i x (squared distance of sample i to cluster c's mean in view p's kernel space, less i's own term)
@@ -89,7 +91,7 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
         moved = np.where(distance[rows, best] < distance[rows, labels], best, labels)  # ties stay
         if np.array_equal(moved, labels) or np.bincount(moved, minlength=k).min() == 0:
             break
-        candidate = _partition(graphs, degrees, moved, k, anchor)
+        candidate = _partition(products, degrees, moved, k)
         if candidate.association <= trace[-1]:
             break
         labels, state = moved, candidate

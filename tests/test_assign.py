@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.cluster import KMeans
 
-from onmsc_dask.assign import affinity_product, assign_labels, normalize_rows, readout, refine_labels
+from onmsc_dask.assign import affinity_operator, assign_labels, normalize_rows, readout, refine_labels
 from onmsc_dask.graph import view_affinity
 from onmsc_dask.metrics import accuracy
 
@@ -139,7 +139,7 @@ def test_refinement_of_anchor_matrices_equals_that_of_the_dense_anchor_graph():
         Zs.append(sp.csr_matrix(Z.multiply(1 / Z.sum(axis=1))))
     dense = [sp.csr_matrix(Z @ sp.diags(1 / np.asarray(Z.sum(axis=0)).ravel()) @ Z.T) for Z in Zs]
     Y = np.eye(3)[y]
-    np.testing.assert_allclose(affinity_product(Zs[0], Y, anchor=True), dense[0] @ Y, atol=1e-12)
+    np.testing.assert_allclose(affinity_operator(Zs[0], anchor=True)(Y), dense[0] @ Y, atol=1e-12)
     start = _corrupt(y, 0.3, 3)
     labels, trace = refine_labels(Zs, start, 3, anchor=True)
     reference, reference_trace = refine_labels(dense, start, 3)
