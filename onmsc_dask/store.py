@@ -7,7 +7,8 @@ Layout of a store directory::
     views/<i>/{data,indices,indptr}
                          sparse view: CSR arrays; attrs {"sparse": "csr", "shape", "chunk_rows"}
     labels               optional 1-D int64 array
-    stages/<stage>/      attrs {"params", "params_hash", "complete"}; one node per result
+    stages/<stage>/      attrs {"params", "params_hash", "complete", "files"}; one node per result; "files" (written
+                         when the stage completes) holds the size and CRC-32 of each of its files
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -25,7 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from .validation import check_finite, check_int, check_same_rows, check_view_names, view_label, view_list
+from .validation import (check_finite, check_int, check_same_rows, check_view_names, user_warning, view_label,
+                         view_list)
 
 __all__ = ["MultiViewStore", "as_labels"]
 
@@ -90,7 +94,10 @@ class MultiViewStore:
                 f"{self.path} is not an onmsc-dask store (no format={FORMAT!r} attribute; "
                 "a foreign zarr group or an interrupted create)"
             )
-        version = attrs.get("format_version")
+        version = _format_version(attrs.get("format_version"))
+        if version is None:
+            raise ValueError(f"store at {self.path}: attribute format_version is {attrs.get('format_version')!r}, "
+                             f"not a version number (this onmsc-dask reads version {FORMAT_VERSION})")
         if version != FORMAT_VERSION:
             raise ValueError(
                 f"store at {self.path} was written by format version {version}, "
@@ -104,6 +111,33 @@ class MultiViewStore:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"store at {self.path} is corrupt: {exc!r}") from exc
         self.n_views = len(self.view_names)
+        self._check_arrays()
+
+    def _check_arrays(self) -> None:
+        """The attributes checked against the arrays (view count, rows, label length), and every array whose fill
+        value could pass for data checked to have all its chunk files: a ValueError naming both otherwise."""
+        stored = sorted(self._root["views"].keys(), key=lambda key: (len(key), key))
+        if stored != [str(p) for p in range(self.n_views)]:
+            raise ValueError(f"store at {self.path}: attribute view_names lists {self.n_views} views "
+                             f"{self.view_names}, but group views holds arrays {['views/' + k for k in stored]}")
+        for p, node in enumerate(self._views):
+            rows, cols = self.view_shape(p)
+            if rows != self.n_samples:
+                raise ValueError(f"store at {self.path}: attribute n_samples is {self.n_samples}, but array views/{p} "
+                                 f"({view_label(p, self.view_names)}) has {rows} rows")
+            arrays = {"": node} if isinstance(node, zarr.Array) else {f"/{key}": node[key] for key in
+                                                                      ("data", "indices", "indptr")}
+            if isinstance(node, zarr.Group) and arrays["/indptr"].shape[0] != rows + 1:
+                raise ValueError(f"store at {self.path}: array views/{p}/indptr has {arrays['/indptr'].shape[0]} "
+                                 f"entries, but attribute shape of views/{p} says {rows} rows (+1)")
+            for key, array in arrays.items():
+                _check_written(array, f"views/{p}{key}", self.path)
+        if "labels" in self._root:
+            labels = self._root["labels"]
+            if labels.shape != (self.n_samples,):
+                raise ValueError(f"store at {self.path}: array labels has shape {labels.shape}, but attribute "
+                                 f"n_samples is {self.n_samples}")
+            _check_written(labels, "labels", self.path)
 
     def __repr__(self) -> str:
         return (
@@ -180,7 +214,11 @@ class MultiViewStore:
         """Labels as a 1-D int64 array, or None if the store has none."""
         if "labels" not in self._root:
             return None
-        labels = self._root["labels"][...]
+        try:
+            labels = self._root["labels"][...]
+        except Exception as exc:  # zarr/codec errors on a damaged chunk file
+            raise ValueError(f"store {self.path}: labels are damaged (a chunk file is corrupt or truncated: "
+                             f"{type(exc).__name__}: {exc})") from exc
         if (labels == _LABEL_FILL).any():  # a missing chunk file reads as the fill value
             raise ValueError(f"store {self.path}: labels are damaged (a chunk file was deleted)")
         return labels
@@ -266,22 +304,56 @@ class MultiViewStore:
         return group[name]
 
     def read_result(self, stage: str, name: str) -> np.ndarray | sp.csr_matrix | dict:
-        """Result `name` of `stage`; KeyError if absent."""
+        """Result `name` of `stage`, its files checked against the stage's record first; KeyError if absent,
+        ValueError naming the stage if damaged."""
         node = self._result(stage, name)
+        if self._stage(stage).attrs.get("files") is not None:  # recorded when the stage completed
+            self._raise_damaged(stage, self._damage(stage, name))
         if isinstance(node, zarr.Array):
-            return node[...]
+            return self._read(stage, name, lambda: node[...])
         if "sparse" in node.attrs:
-            return _read_csr(node, 0, node.attrs["shape"][0])
+            return self._read(stage, name, lambda: _read_csr(node, 0, node.attrs["shape"][0]))
         return node.attrs["json"]
 
     def read_result_rows(self, stage: str, name: str, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
         """Rows start:stop of the array or sparse result `name` of `stage`, reading only the chunks they lie in."""
         node = self._result(stage, name)
         if isinstance(node, zarr.Array):
-            return node[start:stop]
+            return self._read(stage, name, lambda: node[start:stop])
         if "sparse" in node.attrs:
-            return _read_csr(node, start, stop)
+            return self._read(stage, name, lambda: _read_csr(node, start, stop))
         raise TypeError(f"result {name!r} of stage {stage!r} is a dict, it has no rows")
+
+    def _read(self, stage: str, name: str, read: Callable[[], Any]) -> Any:
+        """`read()`, any error of a damaged chunk file (codec errors, _read_csr's checks) as _raise_damaged's."""
+        try:
+            return read()
+        except Exception as exc:  # zarr and its codecs raise many types on a damaged chunk file
+            self._raise_damaged(stage, f"result {name!r} cannot be read: {type(exc).__name__}: {exc}", exc)
+
+    def _raise_damaged(self, stage: str, damage: str | None, cause: BaseException | None = None) -> None:
+        if damage is not None:
+            raise ValueError(f"store {self.path}: stage {stage!r} is damaged ({damage}); delete "
+                             f"{self.path / 'stages' / stage} and run again to recompute it") from cause
+
+    def _damage(self, stage: str, name: str | None = None) -> str | None:
+        """What is wrong with the files of `stage` (of its result `name` only, if given) against the sizes and
+        CRC-32s recorded when it completed, or None; a stage without that record is reported as such."""
+        recorded = self._stage(stage).attrs.get("files")
+        if recorded is None:
+            return "no record of its files, written by an older onmsc-dask"
+        folder = self.path / "stages" / stage
+        for rel, (size, crc) in recorded.items():
+            if name is not None and rel.split("/", 1)[0] != name:
+                continue
+            file = folder / rel
+            if not file.is_file():
+                return f"file {rel} is missing"
+            if file.stat().st_size != size:
+                return f"file {rel} has {file.stat().st_size} bytes, {size} were written"
+            if _crc32(file) != crc:
+                return f"file {rel} does not match the checksum written with it"
+        return None
 
     def has_stage(self, stage: str, params: dict, names: Sequence[str]) -> bool:
         """Whether `stage` was completed with `params` and holds all results `names`."""
@@ -290,17 +362,23 @@ class MultiViewStore:
         except KeyError:
             return False
         attrs = group.attrs
-        return (
-            attrs.get("complete") is True
-            and attrs.get("params_hash") == _params_hash(_to_json(params, "params"))
-            and all(name in group for name in names)
-        )
+        if not (attrs.get("complete") is True and attrs.get("params_hash") == _params_hash(_to_json(params, "params"))
+                and all(name in group for name in names)):
+            return False
+        damage = self._damage(stage)  # checked before anything is read: a missing chunk must not read as data
+        if damage is not None:
+            user_warning(f"store {self.path}: stage {stage!r} is damaged ({damage}); it is recomputed")
+        return damage is None
 
     def mark_complete(self, stage: str) -> None:
-        """Flag `stage` complete; call after all its results are written."""
+        """Flag `stage` complete, recording the size and CRC-32 of each of its files (checked by has_stage and
+        read_result); call after all its results are written."""
         self._stage(stage)
         group = zarr.open_group(self.path, mode="r+", zarr_format=3)[f"stages/{stage}"]
-        group.attrs.update({"complete": True})
+        folder = self.path / "stages" / stage
+        files = {f.relative_to(folder).as_posix(): [f.stat().st_size, _crc32(f)]
+                 for f in sorted(folder.rglob("*")) if f.is_file() and f.parent != folder}
+        group.attrs.update({"complete": True, "files": files})
 
     def stages(self) -> dict[str, dict]:
         """Params of every stage in the store (complete or not)."""
@@ -331,6 +409,36 @@ def _check_views(views: list[ViewInput], names: list[str]) -> int:
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
     return check_same_rows([view.shape[0] for view in views], names)
+
+
+def _format_version(value: Any) -> int | None:
+    """The format_version attribute as an int (also given as a string of digits, or a whole float), else None."""
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        return int(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def _check_written(array: zarr.Array, name: str, path: Path) -> None:
+    """An array whose fill value could pass for data (not NaN, -1 in CSR indices, or the labels' mark) must have
+    every chunk file: zarr would read a missing one as that value."""
+    fill = array.fill_value
+    sentinel = (np.isnan(fill) if array.dtype.kind == "f"
+                else fill == _LABEL_FILL if name == "labels" else name.endswith(("indices", "indptr")) and fill < 0)
+    if not sentinel and array.nchunks_initialized < array.nchunks:
+        raise ValueError(f"store at {path}: array {name} has {array.nchunks - array.nchunks_initialized} of its "
+                         f"{array.nchunks} chunk files missing, and its fill value {fill} would be read there as "
+                         "data; write the store with MultiViewStore.create (its fill values mark missing chunks)")
+
+
+def _crc32(path: Path) -> int:
+    """CRC-32 of a file's bytes, read in blocks."""
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 def _check_key(key: str, what: str) -> None:
@@ -451,8 +559,8 @@ def _write_result(group: zarr.Group, name: str, value: Any) -> None:
         group.create_group(name, attributes={"json": _to_json(value, f"result {name!r}")})
     elif sp.issparse(value):
         _write_csr(group, name, value, value.dtype)
-    elif isinstance(value, np.ndarray):
-        group.create_array(name, data=value)
+    elif isinstance(value, np.ndarray):  # NaN fill: a missing float chunk can never read as data
+        group.create_array(name, data=value, fill_value=np.nan if value.dtype.kind == "f" else None)
     else:
         raise TypeError(
             f"result {name!r}: expected a numpy array, scipy.sparse matrix or dict, "

@@ -1,0 +1,124 @@
+"""What a store holds is checked before it is used: finished stages against the sizes and checksums recorded when
+they completed (a deleted or truncated chunk file is recomputed with a warning or named in one error, never read as
+zeros), and a store's attributes against its arrays when it is opened."""
+import shutil
+import warnings
+
+import dask
+import numpy as np
+import pytest
+import zarr
+from sklearn.datasets import load_digits
+from threadpoolctl import threadpool_limits
+
+from onmsc_dask.cli import main
+from onmsc_dask.outofcore import STAGES, fit_store
+from onmsc_dask.store import MultiViewStore
+
+OOC = dict(n_landmarks=60, random_state=0, n_init=3)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_threaded():
+    with threadpool_limits(1), dask.config.set(scheduler="sync"):
+        yield
+
+
+def _digits3(n=300):
+    X, _ = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    return [X[:n], X[:n] @ rng.standard_normal((64, 16)), np.sqrt(X[:n])]
+
+
+def _chunk_files(stage_dir):
+    """Every chunk file of a stage's results (under a `c/` directory of one of its arrays)."""
+    return sorted(f for f in stage_dir.rglob("*") if f.is_file() and "c" in f.relative_to(stage_dir).parts)
+
+
+def _damage(file, how):
+    if how == "delete":
+        file.unlink()
+    else:
+        file.write_bytes(file.read_bytes()[: max(1, file.stat().st_size // 2)])
+
+
+def _results(store, stage):
+    return list(zarr.open_group(store.path / "stages" / stage, mode="r").keys())
+
+
+def _check_every_chunk_file_is_detected(path, tmp_path):
+    """Each chunk file of each finished stage, deleted or truncated in a copy of the store: has_stage says no, with a
+    warning naming the stage, and read_result stops with one line naming it and how to recompute it."""
+    stages = MultiViewStore(path).stages()
+    checked = 0
+    for stage, params in stages.items():
+        for i, file in enumerate(_chunk_files(path / "stages" / stage)):
+            how = ("delete", "truncate")[i % 2]
+            copy = tmp_path / f"copy{checked}.zarr"
+            shutil.copytree(path, copy)
+            _damage(copy / file.relative_to(path), how)
+            store = MultiViewStore(copy)
+            names = _results(store, stage)
+            with pytest.warns(UserWarning, match=f"stage '{stage}' is damaged .*; it is recomputed"):
+                assert not store.has_stage(stage, params, names), (stage, file, how)
+            result = file.relative_to(path / "stages" / stage).parts[0]
+            with pytest.raises(ValueError, match=f"stage '{stage}' is damaged .* run again to recompute it") as err:
+                store.read_result(stage, result)
+            assert "\n" not in str(err.value)
+            shutil.rmtree(copy)
+            checked += 1
+    return stages, checked
+
+
+def test_every_chunk_file_of_the_cli_in_memory_stages_is_checked(tmp_path):
+    views = _digits3(120)
+    y = np.repeat(np.arange(3), 40)
+    np.savez(tmp_path / "d.npz", view0=views[0], view1=views[2], y=y)
+    assert main(["run", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "out"), "--workers", "1",
+                 "--embedding", "exact"]) == 0
+    stages, checked = _check_every_chunk_file_is_detected(tmp_path / "out" / "views.zarr", tmp_path)
+    assert set(stages) == {"view_graphs", "view_embeddings", "onmsc"} and checked >= 15
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A store with every out-of-core stage finished, and its labels."""
+    path = tmp_path_factory.mktemp("ooc") / "s.zarr"
+    store = MultiViewStore.create(path, _digits3(), chunk_rows=100)
+    return path, fit_store(store, 10, **OOC).labels
+
+
+def test_every_chunk_file_of_the_out_of_core_stages_is_checked(fitted, tmp_path):
+    stages, checked = _check_every_chunk_file_is_detected(fitted[0], tmp_path)
+    assert set(stages) == set(STAGES) and checked >= 20
+
+
+@pytest.mark.parametrize("how", ["delete", "truncate"])
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_damaged_stage_is_recomputed_with_a_warning_and_the_same_labels(fitted, tmp_path, stage, how):
+    """A chunk file of a finished stage deleted (it used to read as zeros: other labels, silently) or truncated (a
+    raw Zstd decompression error on every rerun): the rerun warns, recomputes that stage on, same labels."""
+    path, labels = fitted
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(path, copy)
+    files = _chunk_files(copy / "stages" / stage)
+    _damage(files[0 if how == "delete" else -1], how)
+    with pytest.warns(UserWarning, match=f"stage '{stage}' is damaged"):
+        result = fit_store(copy, 10, **OOC)
+    assert result.computed_stages == list(STAGES[STAGES.index(stage):])
+    np.testing.assert_array_equal(result.labels, labels)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*damaged")  # the recomputed stage is whole again
+        assert fit_store(copy, 10, **OOC).computed_stages == []
+
+
+def test_a_stage_without_a_record_of_its_files_is_recomputed(fitted, tmp_path):
+    """A finished stage written before stages recorded their files cannot be checked: recomputed, with a warning."""
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(fitted[0], copy)
+    group = zarr.open_group(copy / "stages" / "fusion", mode="r+")
+    group.attrs.put({key: value for key, value in group.attrs.asdict().items() if key != "files"})
+    with pytest.warns(UserWarning, match="stage 'fusion' is damaged \\(no record of its files"):
+        result = fit_store(copy, 10, **OOC)
+    assert result.computed_stages == ["fusion", "labels"]
+    np.testing.assert_array_equal(result.labels, fitted[1])
