@@ -107,19 +107,22 @@ class MultiViewStore:
             self.n_samples = int(attrs["n_samples"])
             self.view_names = [str(v) for v in attrs["view_names"]]
             self.metadata = dict(attrs.get("metadata", {}))
+            stored = sorted(self._root["views"].keys(), key=lambda key: (len(key), key))
+            if stored != [str(p) for p in range(len(self.view_names))]:
+                raise _StoreMismatch(f"store at {self.path}: attribute view_names lists {len(self.view_names)} "
+                                     f"views {self.view_names}, but group views holds arrays "
+                                     f"{['views/' + key for key in stored]}")
             self._views = [self._root[f"views/{p}"] for p in range(len(self.view_names))]
+        except _StoreMismatch:
+            raise
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"store at {self.path} is corrupt: {exc!r}") from exc
         self.n_views = len(self.view_names)
         self._check_arrays()
 
     def _check_arrays(self) -> None:
-        """The attributes checked against the arrays (view count, rows, label length), and every array whose fill
-        value could pass for data checked to have all its chunk files: a ValueError naming both otherwise."""
-        stored = sorted(self._root["views"].keys(), key=lambda key: (len(key), key))
-        if stored != [str(p) for p in range(self.n_views)]:
-            raise ValueError(f"store at {self.path}: attribute view_names lists {self.n_views} views "
-                             f"{self.view_names}, but group views holds arrays {['views/' + k for k in stored]}")
+        """The attributes checked against the arrays (rows, label length), and every array whose fill value could
+        pass for data checked to have all its chunk files: a ValueError naming both otherwise."""
         for p, node in enumerate(self._views):
             rows, cols = self.view_shape(p)
             if rows != self.n_samples:
@@ -409,6 +412,10 @@ def _check_views(views: list[ViewInput], names: list[str]) -> int:
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
     return check_same_rows([view.shape[0] for view in views], names)
+
+
+class _StoreMismatch(ValueError):
+    """A store attribute that disagrees with the store's arrays."""
 
 
 def _format_version(value: Any) -> int | None:

@@ -122,3 +122,70 @@ def test_a_stage_without_a_record_of_its_files_is_recomputed(fitted, tmp_path):
         result = fit_store(copy, 10, **OOC)
     assert result.computed_stages == ["fusion", "labels"]
     np.testing.assert_array_equal(result.labels, fitted[1])
+
+
+@pytest.fixture
+def small(tmp_path):
+    rng = np.random.default_rng(0)
+    views = [rng.normal(size=(40, 5)), rng.normal(size=(40, 3))]
+    return MultiViewStore.create(tmp_path / "s.zarr", views, np.arange(40) % 3, view_names=["a", "b"],
+                                 chunk_rows=10).path
+
+
+def _set_attrs(path, **attrs):
+    zarr.open_group(path, mode="r+").attrs.update(attrs)
+
+
+@pytest.mark.parametrize("change, error", [
+    (dict(n_samples=30), r"attribute n_samples is 30, but array views/0 \(view 0 \('a'\)\) has 40 rows"),
+    (dict(n_samples=50), r"attribute n_samples is 50, but array views/0 \(view 0 \('a'\)\) has 40 rows"),
+    (dict(view_names=["a"]), r"attribute view_names lists 1 views \['a'\], but group views holds arrays "
+                             r"\['views/0', 'views/1'\]"),
+    (dict(view_names=["a", "b", "c"]), r"attribute view_names lists 3 views .*, but group views holds arrays"),
+    (dict(format_version="one"), r"attribute format_version is 'one', not a version number"),
+])
+def test_attributes_are_checked_against_the_arrays_on_open(small, change, error):
+    """n_samples smaller than the arrays used to fit their first rows, a name short to drop a view, silently."""
+    _set_attrs(small, **change)
+    with pytest.raises(ValueError, match=error):
+        MultiViewStore(small)
+
+
+def test_format_version_as_a_string_is_read(small):
+    """`format_version: "1"` used to be refused with "written by format version 1, this onmsc-dask reads version 1"."""
+    _set_attrs(small, format_version="1")
+    assert MultiViewStore(small).n_samples == 40
+    _set_attrs(small, format_version="2")
+    with pytest.raises(ValueError, match="written by format version 2, this onmsc-dask reads version 1"):
+        MultiViewStore(small)
+
+
+@pytest.mark.parametrize("n_labels", [39, 41])
+def test_labels_of_another_length_are_an_error_on_open(small, n_labels):
+    root = zarr.open_group(small, mode="r+")
+    del root["labels"]
+    root.create_array("labels", data=np.zeros(n_labels, np.int64), fill_value=np.iinfo(np.int64).min)
+    with pytest.raises(ValueError, match=rf"array labels has shape \({n_labels},\), but attribute n_samples is 40"):
+        MultiViewStore(small)
+
+
+@pytest.mark.parametrize("array", ["views/0", "views/1/indices", "labels"])
+def test_a_hand_made_store_whose_fill_value_could_pass_for_data(tmp_path, array):
+    """A store made with zarr directly, zarr's default fill value 0: a missing chunk would read as zeros; all chunks
+    present, it is read as it is."""
+    rng = np.random.default_rng(0)
+    root = zarr.open_group(tmp_path / "h.zarr", mode="w", zarr_format=3)
+    root.create_array("views/0", data=rng.normal(size=(40, 4)), chunks=(10, 4))
+    sparse = root.create_group("views/1", attributes={"sparse": "csr", "shape": [40, 6], "chunk_rows": 10})
+    indices = np.tile(np.arange(2, 6), 40)  # no row of zeros, so every chunk is written
+    for key, values in {"data": rng.uniform(1, 2, 160), "indices": indices, "indptr": np.arange(0, 161, 4)}.items():
+        sparse.create_array(key, data=values, chunks=(16,))
+    root.create_array("labels", data=np.arange(40) % 3 + 1, chunks=(10,))
+    root.attrs.update({"format": "onmsc-dask-store", "format_version": 1, "n_samples": 40,
+                       "view_names": ["v0", "v1"], "metadata": {}})
+    assert MultiViewStore(root.store.root).labels[0] == 1
+    chunk = next(f for f in (tmp_path / "h.zarr" / array / "c").rglob("*") if f.is_file())
+    chunk.unlink()
+    with pytest.raises(ValueError, match=rf"array {array} has 1 of its \d+ chunk files missing, and its fill value 0(\.0)? "
+                                         "would be read there as data"):
+        MultiViewStore(tmp_path / "h.zarr")
