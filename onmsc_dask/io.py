@@ -17,7 +17,7 @@ import sys
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator, Sequence, TextIO
+from typing import Any, Iterator, Sequence
 
 import h5py
 import numpy as np
@@ -122,7 +122,14 @@ def _read_mat_variables(path: Path) -> dict[str, Any]:
             with h5py.File(path, "r") as f:
                 return {k: _h5_value(f, f[k]) for k in names if k in f}
         _probe_loadmat(path, names)
-        return scipy.io.loadmat(path, variable_names=names)
+        try:
+            return scipy.io.loadmat(path, variable_names=names)
+        except Exception:  # asked for names the file lacks, scipy reads on past its last variable
+            present = _mat_names_before_damage(path)
+            wanted = [next((k for k in keys if k in present), None) for keys in (_VIEW_KEYS, _LABEL_KEYS)]
+            if None in wanted:  # what is missing may lie in the part that cannot be read
+                raise
+            return scipy.io.loadmat(path, variable_names=wanted)
     except NotImplementedError as exc:  # scipy's answer to a v7.3 header on a non-HDF5 file
         raise ValueError(f"{path}: corrupt or truncated MATLAB v7.3 file ({exc})") from exc
     except Exception as exc:  # scipy.io and h5py raise many types on damaged input
@@ -130,6 +137,27 @@ def _read_mat_variables(path: Path) -> dict[str, Any]:
             f"{path}: corrupt, truncated or not a multi-view .mat file "
             f"({type(exc).__name__}: {exc})"
         ) from exc
+
+
+def _mat_names_before_damage(path: Path) -> list[str]:
+    """The names of a v4/v5 .mat file's variables, read header by header up to the end or to the first bytes
+    that are not a variable (some public multi-view sets have such bytes after their last variable)."""
+    from scipy.io.matlab._mio import mat_reader_factory  # loadmat's reader; whosmat also fails on those bytes
+
+    names = []
+    with open(path, "rb") as f:
+        reader = mat_reader_factory(f)[0]
+        reader.initialize_read()
+        if hasattr(reader, "read_file_header"):  # v5
+            reader.read_file_header()
+        try:
+            while not reader.end_of_stream():
+                header, next_position = reader.read_var_header()
+                names.append(header.name.decode("latin1") if isinstance(header.name, bytes) else str(header.name))
+                f.seek(next_position)
+        except Exception:  # noqa: BLE001 - the first bytes that are not a variable end the list
+            pass
+    return names
 
 
 def _h5_value(f: h5py.File, obj: h5py.Dataset | h5py.Group) -> Any:
@@ -359,9 +387,9 @@ def load_view_files(
     """Views from files, one per view, and labels from `y_path`: each file a numeric .npy array (n×d; read without
     pickle) or a numeric comma-separated UTF-8 .csv file.
 
-    A .csv's first row is a header, and skipped, when it has a text field, or is exactly 0, 1, ..., d-1 (pandas'
-    names for unnamed columns) after an index column's empty name, or with d >= 3 (with a warning; a first row 0 or
-    0, 1, e.g. labels or a one-hot sample, is data). A header whose first field is empty, as pandas writes with its
+    A .csv's first row is a header, and skipped, when it has a text field, or is consecutive integers a, a+1, ...
+    (pandas' names 0, 1, ..., d-1 for unnamed columns, or years) after an index column's empty name, or with d >= 3
+    when the second row is not (with a warning; a first row 0 or 0, 1, e.g. labels or a one-hot sample, is data). A header whose first field is empty, as pandas writes with its
     index (``df.to_csv(path)``), marks an index column, which is dropped (it must be numeric like the rest). An empty
     field is an error. Errors give 1-based file line and column numbers.
     """
@@ -415,28 +443,39 @@ def _is_number(field: str) -> bool:
     return True
 
 
+def _consecutive(fields: list[str]) -> bool:
+    """Whether `fields` are the integers a, a + 1, ..., written as integers (pandas' 0, 1, ..., d - 1, years)."""
+    fields = [field.strip() for field in fields]
+    if not fields or not all(re.fullmatch(r"[+-]?\d+", field) for field in fields):
+        return False
+    values = [int(field) for field in fields]
+    return values == list(range(values[0], values[0] + len(values)))
+
+
 def _read_csv(path: Path) -> np.ndarray:
     """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`)."""
     line = 0
 
-    def numbered(f: TextIO) -> Iterator[str]:  # counts the lines read, to name the one np.loadtxt rejects
+    def numbered(rows: Iterator[tuple[int, str]]) -> Iterator[str]:  # the file line np.loadtxt is at, to name it
         nonlocal line
-        for line, text in enumerate(f, 1):
+        for line, text in rows:
             yield text
 
     try:
         with path.open(encoding="utf-8-sig") as f:
-            lines = numbered(f)
-            first = next(lines, "")
+            rows = enumerate(f, 1)
+            (_, first), (_, second) = next(rows, (1, "")), next(rows, (2, ""))
+            head = [(1, first), (2, second)]
             fields = [field.strip() for field in first.split(",")]
             index = fields[0] == "" and len(fields) > 1
             names = fields[index:]
-            numbered = names == [str(i) for i in range(len(names))]  # pandas' names of unnamed columns
-            header = numbered and (index or len(names) >= 3) or any(name and not _is_number(name) for name in names)
-            if header and numbered and not index:  # a sample could read 0, 1, 2, ... too
-                user_warning(f"{path}: first row {first.strip()} taken as column names (as pandas writes them), "
-                             "not as a sample")
-            data = np.loadtxt(lines if header else itertools.chain([first], lines), delimiter=",", ndmin=2,
+            consecutive = _consecutive(names)  # e.g. pandas' names 0, 1, ... of unnamed columns, or years
+            header = (consecutive and (index or len(names) >= 3 and not _consecutive(second.split(",")[index:]))
+                      or any(name and not _is_number(name) for name in names))
+            if header and consecutive and not index:  # a sample could read 0, 1, 2, ... too
+                user_warning(f"{path}: first row {first.strip()} taken as column names (as pandas writes them: "
+                             "consecutive integers, and the next row is not), not as a sample")
+            data = np.loadtxt(numbered(itertools.chain(head[header:], rows)), delimiter=",", ndmin=2,
                               dtype=np.float64)
     except UnicodeDecodeError as exc:
         byte = f"byte 0x{exc.object[exc.start]:02x}: {exc.reason}"  # exc.start counts from a buffer, not the file

@@ -392,7 +392,7 @@ def test_load_view_files_pandas_default_column_names_are_a_header(tmp_path, data
     """``to_csv(index=False)`` writes the header 0,1,...,d-1, which used to be read as a sample (N + 1 rows)."""
     views, y = dataset
     assert views[0].shape[1] >= 3
-    with pytest.warns(UserWarning, match=r"v\.csv: first row 0,1,2.* taken as column names \(as pandas writes them\)"):
+    with pytest.warns(UserWarning, match=r"v\.csv: first row 0,1,2.* taken as column names \(as pandas writes them"):
         got, _ = load_view_files(_pandas_csv(tmp_path / "v.csv", views[0], index=False))
     _assert_views_equal(got, views[:1])
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")  # one column starting with 0: labels, not a header
@@ -537,3 +537,42 @@ def test_load_csv_is_the_view_file_reader():  # its earlier public name
     from onmsc_dask import io
 
     assert io.load_csv is load_view_files and "load_csv" in io.__all__
+
+
+@pytest.mark.parametrize("tail", [b"\0" * 64, bytes(range(256)), b"\x0e\0\0\0\xff\xff\0\0"],
+                         ids=["zeros", "bytes", "tag"])
+def test_mat_with_bytes_after_its_last_variable_is_read(tmp_path, dataset, tail):
+    """Bytes that are not a variable after the views and labels (as in some public sets): scipy reads each variable
+    when asked for it, but asked for every candidate name it reads on into them, and the file used to be refused
+    as corrupt. Without labels before those bytes the file stays refused: the labels may lie in them."""
+    views, y = dataset
+    cell = np.empty((1, 3), dtype=object)
+    cell[0, :] = views
+    scipy.io.savemat(tmp_path / "d.mat", {"X": cell, "Y": y[:, None]})
+    (tmp_path / "e.mat").write_bytes((tmp_path / "d.mat").read_bytes() + tail)
+    got, labels = load_mat(tmp_path / "e.mat")
+    _assert_views_equal(got, views)
+    np.testing.assert_array_equal(labels, y)
+    scipy.io.savemat(tmp_path / "u.mat", {"X": cell})
+    (tmp_path / "u.mat").write_bytes((tmp_path / "u.mat").read_bytes() + tail)
+    with pytest.raises(ValueError, match="u.mat: corrupt, truncated or not a multi-view .mat file"):
+        load_mat(tmp_path / "u.mat")
+
+
+def test_csv_header_of_consecutive_integers_is_not_a_sample(tmp_path):
+    """A header of years 2000, 2001, ... used to be read as a sample (N + 1 rows). The rule: consecutive integers
+    in the first row, at least 3 of them, and a second row that is not."""
+    X = np.random.default_rng(0).normal(size=(5, 4))
+    np.savetxt(tmp_path / "y.csv", X, delimiter=",", header="2000,2001,2002,2003", comments="")
+    with pytest.warns(UserWarning, match=r"y\.csv: first row 2000,2001,2002,2003 taken as column names "
+                                         r"\(as pandas writes them: consecutive integers"):
+        got, _ = load_view_files(tmp_path / "y.csv")
+    np.testing.assert_allclose(got[0], X)
+    counts = np.array([[3, 4, 5, 6], [7, 8, 9, 10], [1, 0, 2, 5]])  # rows of counting data: every row is a sample
+    np.savetxt(tmp_path / "c.csv", counts, delimiter=",", fmt="%d")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(load_view_files(tmp_path / "c.csv")[0][0], counts)
+    (tmp_path / "e.csv").write_text("2000,2001,2002\n1,,2\n")
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match=r"e\.csv: not a numeric CSV file \(line 2:"):
+        load_view_files(tmp_path / "e.csv")
