@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -219,7 +220,7 @@ def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]
     """Transpose views stored d×n so each has n rows.
 
     n is len(y), or without labels the dimension shared by all views (the more common
-    row count, with a warning, when every view shares both). Square views are kept as they are.
+    row count, with a warning, when every view shares both). Square views: :func:`_orient_square`.
     """
     shapes = ", ".join(f"view {p} {v.shape}" for p, v in enumerate(views))
     if y is not None:
@@ -239,14 +240,61 @@ def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]
     oriented = []
     for p, view in enumerate(views):
         if view.shape[0] != n and view.shape[1] == n:
-            view = view.T.tocsr() if sp.issparse(view) else np.ascontiguousarray(view.T)
+            view = _transpose(view)
         if view.shape[0] != n:
             raise ValueError(
                 f"{source}: view {p}: has shape {view.shape}, neither dimension matches "
                 f"{n} samples" + ("" if y is None else " (len(y))")
             )
         oriented.append(view)
-    return oriented
+    others = [view for view in oriented if view.shape[1] != n]
+    return [_orient_square(view, others, p, source) if view.shape == (n, n) else view
+            for p, view in enumerate(oriented)]
+
+
+def _transpose(view: View) -> View:
+    return view.T.tocsr() if sp.issparse(view) else np.ascontiguousarray(view.T)
+
+
+#: samples compared by _orient_square, and the margin by which one orientation's agreement must win
+_ORIENT_SAMPLES, _ORIENT_MARGIN = 300, 0.1
+
+
+def _orient_square(view: View, others: list[View], p: int, source: Path) -> View:
+    """A square view (n = d) whose rows or columns may be the samples: its shape cannot tell, so the orientation
+    whose distances between samples agree more with the other (non-square) views' is taken: the Spearman
+    correlation of pairwise distances over up to _ORIENT_SAMPLES samples, mean over those views. It must win by
+    _ORIENT_MARGIN; otherwise (or with no such view) the rows stay the samples, with a warning."""
+    from scipy.spatial.distance import pdist
+    from scipy.stats import spearmanr
+
+    n, what = view.shape[0], f"{source}: view {p} is square ({view.shape[0]} x {view.shape[0]})"
+    if abs(view - view.T).max() == 0:  # symmetric: both orientations are the same view
+        return view
+    if not others:
+        user_warning(f"{what} and no other view has a different shape, so its samples cannot be told from its "
+                     "features; its rows are taken as the samples (transpose it if its columns are)")
+        return view
+    rows = np.sort(np.random.default_rng(0).choice(n, min(n, _ORIENT_SAMPLES), replace=False))
+
+    def distances(X: View) -> np.ndarray:
+        return pdist(X.toarray() if sp.issparse(X) else X)
+
+    def agreement(X: View) -> float:  # 0 where a view's distances are constant (no ranking to agree with)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy's ConstantInputWarning
+            return float(np.mean([np.nan_to_num(spearmanr(distances(X), distances(W[rows]))[0]) for W in others]))
+
+    as_rows, as_columns = agreement(view[rows]), agreement(_transpose(view)[rows])
+    if as_columns > as_rows + _ORIENT_MARGIN:
+        user_warning(f"{what}: its columns agree with the other views' samples (distance correlation "
+                     f"{as_columns:.2f}, rows {as_rows:.2f}), so it is transposed")
+        return _transpose(view)
+    if as_rows <= as_columns + _ORIENT_MARGIN:
+        user_warning(f"{what}: neither its rows nor its columns agree clearly with the other views' samples "
+                     f"(distance correlation {as_rows:.2f} and {as_columns:.2f}); its rows are taken as the samples "
+                     "(transpose it if its columns are)")
+    return view
 
 
 # ------------------------------------------------------------------------- IDX

@@ -136,7 +136,8 @@ def test_mat_ambiguous_orientation_without_labels_warns(tmp_path):
 
 def test_mat_square_view_is_kept(tmp_path):
     square = np.arange(16.0).reshape(4, 4)
-    got, _ = load_mat(_save_v5(tmp_path / "s.mat", [square, np.ones((4, 2))], [0, 1, 0, 1]))
+    with pytest.warns(UserWarning, match="view 0 is square .*: neither its rows nor its columns agree"):
+        got, _ = load_mat(_save_v5(tmp_path / "s.mat", [square, np.ones((4, 2))], [0, 1, 0, 1]))
     np.testing.assert_array_equal(got[0], square)
 
 
@@ -576,3 +577,48 @@ def test_csv_header_of_consecutive_integers_is_not_a_sample(tmp_path):
     (tmp_path / "e.csv").write_text("2000,2001,2002\n1,,2\n")
     with pytest.warns(UserWarning), pytest.raises(ValueError, match=r"e\.csv: not a numeric CSV file \(line 2:"):
         load_view_files(tmp_path / "e.csv")
+
+
+def _blob_views(n=60, seed=0):
+    """A 5-feature view and a square (n x n) view of the same 3 blobs, and their labels."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    return [rng.normal(size=(3, d))[y] * 4 + rng.normal(size=(n, d)) for d in (5, n)], y
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_square_view_stored_transposed_is_turned_by_the_other_views(tmp_path, sparse):
+    """A square view stored d x n next to an n x 5 view, in a labelled .mat: its shape cannot tell, so the
+    orientation whose sample distances agree with view 0's is taken, with a warning (it used to be used as stored:
+    ACC 0.75 -> 0.19 on the issue's data). Stored the right way, it is kept, silently."""
+    (V0, V1), y = _blob_views()
+    square = sp.csr_matrix(V1) if sparse else V1
+    for stored, warns in ((square.T, True), (square, False)):
+        cell = np.empty((1, 2), dtype=object)
+        cell[0, :] = [V0, stored]
+        scipy.io.savemat(tmp_path / "s.mat", {"X": cell, "y": y})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            views, _ = load_mat(tmp_path / "s.mat")
+        np.testing.assert_allclose(_dense(views[1]), V1)
+        messages = [str(w.message) for w in caught]
+        assert [m for m in messages if "view 1 is square (60 x 60): its columns agree" in m] == ([messages[0]] if warns
+                                                                                               else [])
+
+
+def test_square_view_whose_orientation_cannot_be_told_warns(tmp_path):
+    """A square view of noise (nothing to agree with), or square views only: kept as stored, with a warning that
+    says how to tell; a symmetric one (both orientations the same) silently."""
+    (V0, _), y = _blob_views()
+    noise = np.random.default_rng(1).normal(size=(60, 60))
+    np.savez(tmp_path / "n.npz", view0=V0, view1=noise, y=y)
+    with pytest.warns(UserWarning, match=r"view 1 is square \(60 x 60\): neither its rows nor its columns agree "
+                                         r"clearly .*\(transpose it if its columns are\)"):
+        np.testing.assert_array_equal(load_npz(tmp_path / "n.npz")[0][1], noise)
+    np.savez(tmp_path / "o.npz", view0=noise, y=y)
+    with pytest.warns(UserWarning, match=r"view 0 is square \(60 x 60\) and no other view has a different shape"):
+        load_npz(tmp_path / "o.npz")
+    np.savez(tmp_path / "k.npz", view0=V0, view1=noise + noise.T, y=y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_npz(tmp_path / "k.npz")
