@@ -20,7 +20,8 @@ from .fusion import full_weights, fuse_views, related_views, views_used, warn_un
 from .selection import distortion, select_fusion
 from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed,
                          check_tol, check_view_names, fit_seeds, user_warning, view_label, view_list)
-from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
+from .spectral import (average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
+                       warn_eigensolver_cost)
 
 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str):
@@ -300,6 +301,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         width = check_n_components(self.n_components, k, n)
         n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n, width) if solver != "exact" else 0
         self.n_landmarks_ = n_landmarks or None
+        if solver != "nystrom":  # the exact solver's n x n operators (each order), the anchor solver's m x m Grams
+            exact = solver == "exact"
+            warn_eigensolver_cost(n if exact else n_landmarks, width, len(views) * (self.order if exact else 1) + 1)
         self.consensus_graph_ = self._consensus_graph(solver)
         n_ranked = ranked_neighbors_count(n, k, n_neighbors) if self.consensus_graph_ == "rank" else 0
         seeds = fit_seeds(random_state, len(views))

@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .graph import NormalizedHighOrderAffinity, inv_sqrt
+from .validation import user_warning
 
 SOLVERS = ("exact", "nystrom", "anchor")
 #: ``auto`` uses the exact kNN solver up to this many samples and the anchor graph above (docs/solvers.md)
@@ -36,12 +38,45 @@ def fix_signs(H: np.ndarray) -> np.ndarray:
     return H * np.sign(H[idx, np.arange(H.shape[1])])
 
 
+#: the dense eigensolver's largest n (an n x n float64 matrix, 0.5 GB at 8000, and its eigenvectors)
+DENSE_EIGH_MAX_SAMPLES = 8000
+#: seconds per n ncv^2 of ARPACK (Lanczos basis of ncv = 2k + 1 vectors) and per n^3 of dense eigh, measured on one
+#: core (n = 2000..4000, k = 200..500; docs/solvers.md): ARPACK costs more once ncv > n / 4
+ARPACK_SECONDS, DENSE_EIGH_SECONDS = 4.2e-9, 3e-10
+#: total estimated eigensolver seconds above which a fit warns (eigensolver_cost)
+EIGEN_WARN_SECONDS = 60.0
+
+
+def eigensolver_cost(n: int, k: int) -> tuple[str, float]:
+    """The solver top_eigenvectors uses for k eigenvectors of an n x n operator, "dense" or "arpack", and its
+    estimated seconds on one core: dense eigh for small n or when k is large against n (ARPACK's basis of 2k + 1
+    vectors then costs more than the whole matrix), ARPACK otherwise."""
+    ncv = min(n, max(2 * k + 1, 40))
+    arpack, dense = ARPACK_SECONDS * n * ncv**2, DENSE_EIGH_SECONDS * n**3
+    if n <= 500 or (n <= DENSE_EIGH_MAX_SAMPLES and dense < arpack):
+        return "dense", dense
+    return "arpack", arpack
+
+
+def warn_eigensolver_cost(n: int, k: int, n_graphs: int) -> None:
+    """Warn, before any graph is built, when k eigenvectors of n_graphs operators of size n are expected to take more
+    than EIGEN_WARN_SECONDS (n_clusters or n_components large against n)."""
+    solver, seconds = eigensolver_cost(n, k)
+    if seconds * n_graphs > EIGEN_WARN_SECONDS:
+        user_warning(f"the top {k} eigenvectors of {n_graphs} graphs of {n} samples are expected to take about "
+                     f"{seconds * n_graphs / 60:.0f} min on one core ({solver} eigensolver, {seconds:.0f} s per graph): "
+                     f"n_clusters / n_components is large against n; fewer components, or embedding='anchor', cost "
+                     "less")
+
+
 def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Largest-k eigenpairs of a symmetric operator (dense eigh for small n), eigenvalues descending."""  # Eq. 4
+    """Largest-k eigenpairs of a symmetric operator (eigensolver_cost: dense eigh for small n or large k, else
+    ARPACK), eigenvalues descending."""  # Eq. 4
     n = G.shape[0]
-    if n <= 500:
+    if eigensolver_cost(n, k)[0] == "dense":
         dense = G @ np.eye(n) if not isinstance(G, np.ndarray) else G
-        vals, vecs = np.linalg.eigh((dense + dense.T) / 2)
+        dense = dense.toarray() if sp.issparse(dense) else np.asarray(dense)
+        vals, vecs = scipy.linalg.eigh((dense + dense.T) / 2, subset_by_index=[max(0, n - k), n - 1])
     else:
         known = piece_eigenvectors(G) if isinstance(G, NormalizedHighOrderAffinity) else np.zeros((n, 0))
         vals, vecs = np.ones(known.shape[1]), known

@@ -328,3 +328,34 @@ def test_graph_in_pieces_gets_every_eigenvalue_one():
     np.testing.assert_allclose(vals, ref, atol=1e-8)
     np.testing.assert_allclose(H.T @ H, np.eye(5), atol=1e-8)
     np.testing.assert_allclose(G @ H, H * vals, atol=1e-6)
+
+
+def test_many_eigenvectors_against_n_use_the_dense_solver_and_warn_first():
+    """k close to n/2 (k = 2500, n = 6000) sat in ARPACK for more than 300 s, silently: its Lanczos basis of 2k + 1
+    vectors costs more than the dense n x n eigenproblem, which is used instead, and the fit warns with the
+    expected time before it builds any graph."""
+    from onmsc_dask.api import ONMSC
+    from onmsc_dask.spectral import eigensolver_cost
+
+    assert eigensolver_cost(6000, 2500)[0] == "dense" and eigensolver_cost(6000, 20)[0] == "arpack"
+    assert eigensolver_cost(400, 5)[0] == "dense" and eigensolver_cost(50000, 2500)[0] == "arpack"
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 3))
+    G = NormalizedHighOrderAffinity(knn_affinity(*nearest_neighbors(X, 10, "euclidean", 0)), 2)
+    vals, H = top_eigenvectors(G, 300, 0)
+    dense = G @ np.eye(900)
+    np.testing.assert_allclose(vals, np.linalg.eigvalsh(dense)[::-1][:300], atol=1e-10)
+    np.testing.assert_allclose(H.T @ H, np.eye(300), atol=1e-8)
+    np.testing.assert_allclose(dense @ H, H * vals, atol=1e-8)
+
+    class Stop(Exception):
+        pass
+
+    def stop(line):  # the first progress line comes before the graphs are built
+        raise Stop(line)
+
+    views = [rng.normal(size=(6000, 2)), rng.normal(size=(6000, 3))]
+    with pytest.warns(UserWarning, match=r"the top 2500 eigenvectors of 5 graphs of 6000 samples are expected to "
+                                         r"take about \d+ min on one core \(dense eigensolver"):
+        with pytest.raises(Stop, match="graphs and embeddings"):
+            ONMSC(2500, embedding="exact").fit(views, progress=stop)
