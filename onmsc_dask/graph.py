@@ -253,33 +253,78 @@ def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int 
     return np.sort(rng.choice(n_samples, size=min(n_samples, max(sample_size, n_landmarks)), replace=False))
 
 
-def landmark_centres(samples: list[np.ndarray], n_landmarks: int, seed: int | None, init: str = "random",
-                     metric: str = "euclidean") -> np.ndarray:
-    """k-means centres (one start, 50 Lloyd iterations) of the sampled rows (dense blocks, concatenated) in the
-    metric's space (``_prepare``: log1p for counts, unit rows for cosine and counts), where anchor_affinity
-    measures distances; unit-normalized for cosine and counts. A sample of at most ``n_landmarks`` distinct rows
-    gives those rows instead (k-means would repeat centres), so there can be fewer landmarks than asked."""
+def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int, seed: int | None,
+                     init: str = "random", metric: str = "euclidean") -> np.ndarray | sp.csr_matrix:
+    """k-means centres (one start, 50 Lloyd iterations) of the sampled rows (blocks, concatenated) in the metric's
+    space (``_prepare``: log1p for counts, unit rows for cosine and counts), where anchor_affinity measures
+    distances; unit-normalized for cosine and counts. Sparse rows give sparse centres (sparse_kmeans), so a wide
+    sparse view is never densified. A sample of at most ``n_landmarks`` distinct rows gives those rows instead
+    (k-means would repeat centres), so there can be fewer landmarks than asked."""
     from sklearn.cluster import KMeans
 
     if init not in LANDMARK_INITS:
         raise ValueError(f"landmark init must be one of {LANDMARK_INITS}, got {init!r}")
-    sample = _prepare(np.concatenate(samples), metric)
-    distinct = np.unique(sample, axis=0)
-    if len(distinct) <= n_landmarks:
-        centres = distinct
+    sparse = sp.issparse(samples[0])
+    sample = _prepare(sp.vstack(samples, format="csr") if sparse else np.concatenate(samples), metric)
+    if sparse:
+        ids = row_ids(sample)
+        first = np.unique(ids, return_index=True)[1]
+        centres = (sample[first] if len(first) <= n_landmarks
+                   else sparse_kmeans(sample, n_landmarks, seed, init))
     else:
-        km = KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed)
-        centres = km.fit(sample).cluster_centers_
+        distinct = np.unique(sample, axis=0)
+        if len(distinct) <= n_landmarks:
+            centres = distinct
+        else:
+            km = KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed)
+            centres = km.fit(sample).cluster_centers_
     return centres if metric == "euclidean" else _prepare(centres, "cosine")
 
 
+def sparse_kmeans(X: sp.csr_matrix, k: int, seed: int | None, init: str = "random",
+                  max_iter: int = 50) -> sp.csr_matrix:
+    """Lloyd's k-means of CSR rows with CSR centres (a mean of sparse rows has the union of their non-zeros), in
+    memory O(nnz(X) + rows x k); seeded with k distinct random rows or by k-means++ sampling; an emptied cluster
+    takes the row farthest from its centre."""
+    rng = np.random.default_rng(seed)
+    n, norms = X.shape[0], np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    first = np.unique(row_ids(X), return_index=True)[1]  # distinct rows: more than k (landmark_centres)
+
+    def sq_distances(C: sp.csr_matrix) -> np.ndarray:
+        cross = (X @ C.T).toarray()
+        return np.maximum(norms[:, None] - 2 * cross + np.asarray(C.multiply(C).sum(axis=1)).ravel()[None, :], 0)
+
+    if init == "random":
+        centres = X[np.sort(rng.choice(first, k, replace=False))]
+    else:  # k-means++: each next centre a row drawn with probability proportional to its squared distance
+        chosen = [int(rng.choice(first))]
+        closest = sq_distances(X[chosen])[:, 0]
+        for _ in range(k - 1):
+            chosen.append(int(rng.choice(n, p=closest / closest.sum())))
+            closest = np.minimum(closest, sq_distances(X[chosen[-1:]])[:, 0])
+        centres = X[chosen]
+    labels = np.full(n, -1)
+    for _ in range(max_iter):
+        distances = sq_distances(centres)
+        new = distances.argmin(axis=1)
+        if np.array_equal(new, labels):
+            break
+        labels, counts = new, np.bincount(new, minlength=k)
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            labels[np.argsort(-distances[np.arange(n), labels], kind="stable")[:empty.size]] = empty
+            counts = np.bincount(labels, minlength=k)
+        centres = (sp.csr_matrix((1.0 / counts[labels], (labels, np.arange(n))), shape=(k, n)) @ X).tocsr()
+    return centres
+
+
 def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sample_size: int = 5000,
-                     init: str = "random", metric: str = "euclidean") -> np.ndarray:
+                     init: str = "random", metric: str = "euclidean") -> np.ndarray | sp.csr_matrix:
     """The anchor points of an anchor graph: k-means centres of a uniform sample of rows in the metric's space
-    (outofcore.py reads the same sample chunk by chunk)."""
+    (outofcore.py reads the same sample chunk by chunk); sparse for a sparse view."""
     sample = X[landmark_rows(X.shape[0], n_landmarks, sample_size, random_state)]
-    return landmark_centres([sample.toarray() if sp.issparse(sample) else sample], n_landmarks, random_state, init,
-                            metric)
+    return landmark_centres([sp.csr_matrix(sample) if sp.issparse(sample) else sample], n_landmarks, random_state,
+                            init, metric)
 
 
 def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:

@@ -92,14 +92,14 @@ class _ChunkSummary(NamedTuple):
 
 def _chunk_scan(path: str, p: int, start: int, stop: int, idx: np.ndarray) -> tuple[_ChunkSummary, np.ndarray]:
     """One read of a row chunk, checked to be finite: its summary, and its rows `idx` (absolute, inside
-    start:stop; the landmark sample), dense."""
+    start:stop; the landmark sample), sparse for a sparse view."""
     store = MultiViewStore(path)
     X = store.read_rows(p, start, stop)
     check_finite(X, view_label(p, store.view_names), start)
     sample = X[idx - start]
     zr = zero_rows(X)
     return (_ChunkSummary(*value_summary(X), stop - start, *column_range(X), zr.size, (zr[:5] + start).tolist()),
-            sample.toarray() if sp.issparse(sample) else sample)
+            sample)
 
 
 def _chunk_distinct_rows(path: str, p: int, start: int, stop: int,

@@ -435,3 +435,51 @@ def test_landmarks_are_kmeans_centres_in_the_metric_space(metric):
     np.testing.assert_allclose(L, ref / np.linalg.norm(ref, axis=1, keepdims=True), atol=1e-12)
     raw = KMeans(8, init="random", n_init=1, max_iter=50, random_state=0).fit(X[landmark_rows(300, 8, 100, 0)])
     assert not np.allclose(L, _prepare(raw.cluster_centers_, metric), atol=1e-3)
+
+
+def _sparse_words(n=300, d=20000, k=3, nnz=8, seed=0):
+    """Bag-of-words rows: 3/4 of each row's words from its cluster's 100, the others from half of a wide vocabulary."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % k
+    own = rng.integers(0, 100, size=(n, nnz)) + y[:, None] * 100
+    words = np.where(rng.random((n, nnz)) < 0.75, own, rng.integers(d // 2, d, size=(n, nnz)))
+    X = sp.csr_matrix((rng.integers(1, 4, size=n * nnz).astype(float), (np.repeat(np.arange(n), nnz),
+                                                                        words.ravel())), shape=(n, d))
+    X.sum_duplicates()
+    return X, y
+
+
+@pytest.mark.parametrize("init", ["random", "k-means++"])
+def test_landmarks_of_a_sparse_view_stay_sparse(init):
+    """graph.select_landmarks used to densify its sample (sample.toarray(): n = 500 x 2,000,000 columns took
+    14.8 GB); sparse rows now give sparse k-means centres, each the mean of its rows, each row at its nearest."""
+    from onmsc_dask.graph import _prepare, landmark_rows
+
+    X, _ = _sparse_words()
+    for metric in ("euclidean", "cosine"):
+        L = select_landmarks(X, 30, random_state=0, sample_size=200, init=init, metric=metric)
+        assert sp.issparse(L) and L.shape == (30, X.shape[1])
+        sample = _prepare(X[landmark_rows(300, 30, 200, 0)], metric)
+        assert L.nnz <= sample.nnz
+        if metric == "euclidean":  # a Lloyd fixed point
+            d2 = ((sample.toarray()[:, None, :] - L.toarray()[None]) ** 2).sum(axis=2)
+            nearest = d2.argmin(axis=1)
+            means = np.stack([sample[nearest == c].mean(axis=0).A1 for c in range(30)])
+            np.testing.assert_allclose(L.toarray(), means, atol=1e-12)
+    Z = anchor_affinity(X, L, 3, "cosine")
+    assert Z.shape == (300, 30) and np.allclose(Z.sum(axis=1), 1)
+
+
+def test_wide_sparse_views_cluster_with_the_anchor_solver_in_memory_and_out_of_core(tmp_path):
+    from onmsc_dask.api import ONMSC
+    from onmsc_dask.metrics import evaluate
+    from onmsc_dask.outofcore import fit_store
+    from onmsc_dask.store import MultiViewStore
+
+    (X1, y), (X2, _) = _sparse_words(seed=0), _sparse_words(seed=1)
+    model = ONMSC(3, embedding="anchor", n_landmarks=30, random_state=0).fit([X1, X2])
+    assert evaluate(y, model.labels_)["acc"] > 0.9
+    store = MultiViewStore.create(tmp_path / "w.zarr", [X1, X2], y, chunk_rows=100)
+    result = fit_store(store, 3, n_landmarks=30, random_state=0)
+    assert sp.issparse(store.read_result("landmarks", "L0"))
+    assert evaluate(y, result.labels)["acc"] > 0.9
