@@ -269,7 +269,7 @@ def _orient_square(view: View, others: list[View], p: int, source: Path) -> View
     from scipy.stats import spearmanr
 
     n, what = view.shape[0], f"{source}: view {p} is square ({view.shape[0]} x {view.shape[0]})"
-    if abs(view - view.T).max() == 0:  # symmetric: both orientations are the same view
+    if (view != view.T).nnz == 0 if sp.issparse(view) else np.array_equal(view, view.T):  # both orientations alike
         return view
     if not others:
         user_warning(f"{what} and no other view has a different shape, so its samples cannot be told from its "
@@ -285,7 +285,7 @@ def _orient_square(view: View, others: list[View], p: int, source: Path) -> View
             warnings.simplefilter("ignore")  # scipy's ConstantInputWarning
             return float(np.mean([np.nan_to_num(spearmanr(distances(X), distances(W[rows]))[0]) for W in others]))
 
-    as_rows, as_columns = agreement(view[rows]), agreement(_transpose(view)[rows])
+    as_rows, as_columns = agreement(view[rows]), agreement(view[:, rows].T)
     if as_columns > as_rows + _ORIENT_MARGIN:
         user_warning(f"{what}: its columns agree with the other views' samples (distance correlation "
                      f"{as_columns:.2f}, rows {as_rows:.2f}), so it is transposed")

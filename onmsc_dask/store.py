@@ -295,7 +295,7 @@ class MultiViewStore:
         if stage in stages and stages[stage].attrs.get("params_hash") != digest:
             del stages[stage]
         group = stages.require_group(stage)
-        group.attrs.update({"params": params, "params_hash": digest, "complete": False})
+        group.attrs.update({"params": params, "params_hash": digest, "complete": False, "files": None})
         if name in group:
             del group[name]
         _write_result(group, name, value)
