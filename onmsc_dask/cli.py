@@ -379,17 +379,20 @@ def one_line(exc: BaseException) -> str:
 
 @contextmanager
 def quiet_client_log() -> Iterator[None]:
-    """distributed.client's logged errors silenced: a lost scheduler then ends a run in the one-line error of the
-    caller, not also in the client's logged reconnect tracebacks."""
+    """distributed.client's and asyncio's logged errors silenced: a lost scheduler or an interrupted run then ends in
+    the one-line error of the caller, not also in the client's logged reconnect tracebacks or asyncio's "Task
+    exception was never retrieved" of the client's abandoned waits."""
     import distributed  # noqa: F401 - importing it sets its loggers' levels, which would undo ours
 
-    client_log = logging.getLogger("distributed.client")
-    level = client_log.level
-    client_log.setLevel(logging.CRITICAL)
+    logs = [logging.getLogger(name) for name in ("distributed.client", "asyncio")]
+    levels = [log.level for log in logs]
+    for log in logs:
+        log.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        client_log.setLevel(level)
+        for log, level in zip(logs, levels):
+            log.setLevel(level)
 
 
 @contextmanager
@@ -428,8 +431,8 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
     workers = args.workers or DEFAULT_WORKERS
     with ExitStack() as stack:
         t = time.perf_counter()
+        stack.enter_context(quiet_client_log())
         if args.scheduler:  # connected before anything is written
-            stack.enter_context(quiet_client_log())
             if args.workers is not None:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
