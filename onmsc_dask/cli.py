@@ -14,7 +14,9 @@ import asyncio
 import json
 import logging
 import platform
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -29,7 +31,7 @@ import numpy as np
 from .datasets import DATASETS
 from .validation import SEED_MAX
 
-EXIT_BAD_INPUT, EXIT_CLUSTER_LOST = 2, 1
+EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED = 2, 1, 130
 DEFAULT_WORKERS = 2
 #: seconds to wait for a --scheduler to answer, and then for its first worker
 SCHEDULER_TIMEOUT = 60.0
@@ -180,38 +182,85 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     from .store import MultiViewStore
     from .validation import check_views
 
-    if args.out.exists() and not args.out.is_dir():
-        raise ValueError(f"--out {args.out} is a file; it must be a directory (created if missing)")
     _check_data(args)
     store_path = args.out / "views.zarr"
-    if args.data is not None and len(args.data) == 1 and is_store(args.data[0]):
-        data = args.data[0]
-        source = MultiViewStore(data)
-        k = _n_clusters(args, source.labels, source.n_samples, str(data))
+    given = args.data[0] if args.data is not None and len(args.data) == 1 and is_store(args.data[0]) else None
+    if given is not None and given.resolve() == store_path.resolve():
+        source = MultiViewStore(given)
+        k = _n_clusters(args, source.labels, source.n_samples, str(given))
         _check_parameters(args, source.n_samples, k)
-        if data.resolve() == store_path.resolve():
-            log(f"using {store_path}")
-            return source, str(data), k, None
+        log(f"using {store_path}")
+        return source, str(given), k, None
+    fingerprint = _input_files(args)
+    previous = _previous_store(store_path, fingerprint)
+    if previous is not None:  # the same command again: resume after its last finished stage
+        source = str(given) if given is not None else previous.metadata.get("source", str(store_path))
+        k = _n_clusters(args, previous.labels, previous.n_samples, source)
+        _check_parameters(args, previous.n_samples, k)
+        log(f"resuming: {store_path} holds this input (finished stages: {_finished(previous)})")
+        return previous, source, k, given
+    if given is not None:
+        source = MultiViewStore(given)
+        k = _n_clusters(args, source.labels, source.n_samples, str(given))
+        _check_parameters(args, source.n_samples, k)
         _replacing(store_path, log)
-        args.out.mkdir(parents=True, exist_ok=True)
-        log(f"copying {data} to {store_path}")
-        return source.copy(store_path, stages=False, overwrite=True), str(data), k, data
+        log(f"copying {given} to {store_path}")
+        store = source.copy(store_path, stages=False, overwrite=True)
+        store.update_metadata(input=fingerprint)  # a copy of a run's store: this run's input, not that run's
+        return store, str(given), k, given
     views, y, names, name = _load_input(args)
     views = check_views(views, names)
     k = _n_clusters(args, y, views[0].shape[0], name)
     _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, log)
-    args.out.mkdir(parents=True, exist_ok=True)
-    store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True, metadata={"source": name})
+    store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
+                                  metadata={"source": name, "input": fingerprint})
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
+
+
+def _input_files(args: argparse.Namespace) -> dict:
+    """What identifies the run's input: the built-in data set's name, or the path, size and modification time of
+    every input file (of every file of a store or directory, but a store's stages)."""
+    if not args.data:
+        return {"dataset": args.dataset or "digits"}
+
+    def stat(path: Path) -> list[int]:
+        st = path.stat()
+        return [st.st_size, st.st_mtime_ns]
+
+    return {str(p.resolve()): stat(p) if p.is_file() else
+            {str(f.relative_to(p)): stat(f) for f in sorted(p.rglob("*"))
+             if f.is_file() and f.relative_to(p).parts[0] != "stages"}
+            for p in [*args.data, *([args.labels] if args.labels is not None else [])]}
+
+
+def _previous_store(store_path: Path, fingerprint: dict) -> Any:
+    """The store an earlier run wrote from the same input (same files, unchanged), or None."""
+    from .store import MultiViewStore
+
+    if not store_path.is_dir():
+        return None
+    try:
+        store = MultiViewStore(store_path)
+    except ValueError:  # not a whole store: replaced
+        return None
+    return store if store.metadata.get("input") == fingerprint else None
+
+
+def _finished(store: Any) -> str:
+    """The store's finished stages, comma-separated, in pipeline order."""
+    from .outofcore import STAGES
+
+    done = store.finished_stages()
+    return ", ".join(sorted(done, key=lambda name: STAGES.index(name) if name in STAGES else len(STAGES))) or "none"
 
 
 def _replacing(store_path: Path, log: _Log) -> None:
     """Say so when the run replaces an earlier run's store."""
     if store_path.exists():
-        log(f"replacing the previous run's store {store_path}")
+        log(f"replacing the previous run's store {store_path} (made from other input)")
 
 
 def _plot_convergence(objective: np.ndarray, path: Path) -> None:
@@ -330,32 +379,60 @@ def one_line(exc: BaseException) -> str:
 
 @contextmanager
 def quiet_client_log() -> Iterator[None]:
-    """distributed.client's logged errors silenced: a lost scheduler then ends a run in the one-line error of the
-    caller, not also in the client's logged reconnect tracebacks."""
+    """distributed.client's and asyncio's logged errors silenced: a lost scheduler or an interrupted run then ends in
+    the one-line error of the caller, not also in the client's logged reconnect tracebacks or asyncio's "Task
+    exception was never retrieved" of the client's abandoned waits."""
     import distributed  # noqa: F401 - importing it sets its loggers' levels, which would undo ours
 
-    client_log = logging.getLogger("distributed.client")
-    level = client_log.level
-    client_log.setLevel(logging.CRITICAL)
+    logs = [logging.getLogger(name) for name in ("distributed.client", "asyncio")]
+    levels = [log.level for log in logs]
+    for log in logs:
+        log.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        client_log.setLevel(level)
+        for log, level in zip(logs, levels):
+            log.setLevel(level)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while worker processes start, so they inherit that: Ctrl-C in a terminal (which signals the
+    whole process group) then stops only this process, in one line, and not also every worker with a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run(args: argparse.Namespace, log: _Log) -> dict:
-    """Execute ``onmsc-dask run``; returns the report (also written to ``args.out/report.json``)."""
+    """Execute ``onmsc-dask run``; returns the report (also written to ``args.out/report.json``). The output
+    directory is locked for the whole run (supervision.OutputLock)."""
+    from .supervision import OutputLock
+
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out} is a file; it must be a directory (created if missing)")
+    with OutputLock(args.out):
+        return _run(args, log)
+
+
+def _run(args: argparse.Namespace, log: _Log) -> dict:
     import dask
     from distributed import Client, LocalCluster
 
     from .metrics import evaluate
+    from .supervision import ClusterLost, ClusterWatch
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
     with ExitStack() as stack:
         t = time.perf_counter()
+        stack.enter_context(quiet_client_log())
         if args.scheduler:  # connected before anything is written
-            stack.enter_context(quiet_client_log())
             if args.workers is not None:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
@@ -372,10 +449,12 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         if not args.scheduler:
             t = time.perf_counter()
             # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
-            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                       dashboard_address=":0", silence_logs=logging.CRITICAL))
+            with _sigint_ignored():
+                cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                           dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
             timings["start_cluster"] = time.perf_counter() - t
+        watch = stack.enter_context(ClusterWatch(client))
         n_workers = len(client.scheduler_info().get("workers", {}))  # {} once the scheduler is gone
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
@@ -385,6 +464,10 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
             if copy_of is None:
                 raise
             raise _naming(exc, store.path, copy_of) from None
+        except CancelledError:
+            if watch.lost is None:
+                raise
+            raise ClusterLost(watch.lost) from None
         timings["fit"] = time.perf_counter() - t
     log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")
 
@@ -447,8 +530,12 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input or no scheduler, 1 the cluster
-    lost the computation)."""
+    lost the computation, 130 interrupted)."""
     args = build_parser().parse_args(argv)
+    from distributed.client import ClosedClientError
+
+    from .supervision import ClusterLost
+
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
@@ -456,14 +543,31 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, OSError) as exc:
             print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        except CancelledError as exc:  # distributed's FutureCancelledError: the scheduler went away mid-run
-            store = args.out / "views.zarr"
-            again = (f"rerun with --data {store} to resume an anchor run after its last finished stage"
-                     if store.exists() else "run the same command again")
-            print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); {again}",
-                  file=sys.stderr)
+        except ClusterLost as exc:  # no worker left, or no scheduler, for longer than supervision allows
+            print(f"onmsc-dask: error: {exc}; {_resume_hint(args.out)}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
+        except (CancelledError, ClosedClientError) as exc:  # distributed's, when the scheduler goes away mid-run
+            print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
+                  f"{_resume_hint(args.out)}", file=sys.stderr)
+            return EXIT_CLUSTER_LOST
+        except KeyboardInterrupt:
+            print(f"onmsc-dask: interrupted; {_resume_hint(args.out)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
     return 0
+
+
+def _resume_hint(out: Path) -> str:
+    """What an interrupted run keeps, and how to resume it."""
+    from .store import MultiViewStore
+
+    try:
+        finished = _finished(MultiViewStore(out / "views.zarr"))
+    except (ValueError, OSError):  # no store yet (or not a whole one)
+        return "nothing was kept; run the same command again"
+    if finished == "none":
+        return f"{out / 'views.zarr'} is kept (no stage finished); run the same command again to reuse it"
+    return (f"{out / 'views.zarr'} keeps the finished stages ({finished}); run the same command again to resume "
+            "after the last of them")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -158,10 +158,10 @@ def _tree_sum(items: list[Delayed]) -> Delayed:
     return items[0]
 
 
-def _share(value: Any, client: Any, broadcast: bool = False) -> Any:
-    """`value` as one graph input: scattered to the workers (to every worker with `broadcast`) when there is
-    a client, so it is sent once instead of inside the task graph; a delayed constant otherwise."""
-    return dask.delayed(value, pure=True) if client is None else client.scatter(value, broadcast=broadcast)
+def _stored(path: str, stage: str, name: str) -> Any:
+    """A stage's stored result, read by a task: nothing a task needs lives only in a worker's memory (scattered
+    data lost with a worker cannot be recomputed), so the scheduler reads it again after a worker is lost."""
+    return MultiViewStore(path).read_result(stage, name)
 
 
 def _z_rows(path: str, p: int, start: int, stop: int) -> sp.csr_matrix:
@@ -201,7 +201,7 @@ def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k
 
     def run(job: tuple, piece: dict) -> tuple[np.ndarray, np.ndarray]:
         Zc, chunks, m = job
-        piece = _share(piece, client, broadcast=True)
+        piece = dask.delayed(piece, pure=True)  # a graph constant the scheduler keeps (m-sized)
         C = da.concatenate([da.from_delayed(dask.delayed(anchor_factor_rows, pure=True)(z, piece), (e - s, m), float)
                             for z, (s, e) in zip(Zc, chunks)])
         return eigvecs_from_factor(C, k)
@@ -267,11 +267,12 @@ def _landmarks(run: _Run, k: int) -> dict[str, Any]:
             **{f"L{p}": lms[p] for p in range(store.n_views)}}
 
 
-def _anchor_graphs(run: _Run, landmarks: dict[str, Any], metrics: list[str]) -> dict[str, Any]:
-    """Stage 2: each view's Z, row chunk by row chunk (its landmarks sent once to each worker)."""
+def _anchor_graphs(run: _Run, metrics: list[str]) -> dict[str, Any]:
+    """Stage 2: each view's Z, row chunk by row chunk (its landmarks read from the store by one task per view,
+    whose result the workers share)."""
     blocks = []
     for p in range(run.store.n_views):
-        L = _share(landmarks[f"L{p}"], run.client, broadcast=True)
+        L = dask.delayed(_stored, pure=False)(run.path, "landmarks", f"L{p}")  # a new key each run
         blocks.append([dask.delayed(_anchor_block, pure=True)(run.path, p, s, e, L,
                                                               run.params["anchor_graph"]["n_nearest_landmarks"],
                                                               metrics[p]) for s, e in run.store.row_chunks(p)])
@@ -388,7 +389,7 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, ord
     metrics = lm["metrics"]["metrics"]
     for p, (n_zero, examples) in enumerate(lm["metrics"].get("zero_rows", [(0, [])] * v)):  # also when resumed
         warn_zero_rows(n_zero, examples, metrics[p], view_label(p, store.view_names))
-    Zs = run.stage("anchor_graph", [f"Z{p}" for p in range(v)], lambda: _anchor_graphs(run, lm, metrics))
+    Zs = run.stage("anchor_graph", [f"Z{p}" for p in range(v)], lambda: _anchor_graphs(run, metrics))
     for p in range(v):
         check_components(Zs[f"Z{p}"], view_label(p, store.view_names), k, anchor=True, width=width)
     emb = run.stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"], lambda: _embeddings(run, Zs))

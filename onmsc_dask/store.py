@@ -383,6 +383,17 @@ class MultiViewStore:
                  for f in sorted(folder.rglob("*")) if f.is_file() and f.parent != folder}
         group.attrs.update({"complete": True, "files": files})
 
+    def finished_stages(self) -> list[str]:
+        """Names of the stages marked complete."""
+        if "stages" not in self._root:
+            return []
+        return sorted(name for name, group in self._root["stages"].groups() if group.attrs.get("complete") is True)
+
+    def update_metadata(self, **items: Any) -> None:
+        """Add or replace entries of the store's ``metadata`` attribute."""
+        self.metadata = {**self.metadata, **_to_json(items, "metadata")}
+        zarr.open_group(self.path, mode="r+", zarr_format=3).attrs["metadata"] = self.metadata
+
     def stages(self) -> dict[str, dict]:
         """Params of every stage in the store (complete or not)."""
         if "stages" not in self._root:

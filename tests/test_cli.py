@@ -210,8 +210,8 @@ def test_scheduler_lost_mid_run_is_a_one_line_error(tmp_path, scheduler, monkeyp
     assert main(["run", "--dataset", "digits", "--out", str(out), "--scheduler", scheduler]) == 1
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("onmsc-dask: error: the Dask cluster lost the computation (")
-    assert err.endswith(f"scheduler-connection-lost. Client lost the connection.); rerun with --data "
-                        f"{out / 'views.zarr'} to resume an anchor run after its last finished stage")
+    assert err.endswith(f"scheduler-connection-lost. Client lost the connection.); {out / 'views.zarr'} is kept (no "
+                        "stage finished); run the same command again to reuse it")
     assert logging.getLogger("distributed.client").level == level  # restored
 
 

@@ -1,8 +1,6 @@
 """Out-of-core anchor pipeline: parity with the in-memory estimator, real clusters, resume, MNIST script."""
 import importlib.util
 import os
-import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -10,6 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits
+
+from clusters import Cluster
 
 from onmsc_dask.api import ONMSC
 from onmsc_dask.outofcore import fit_store
@@ -183,12 +183,6 @@ def test_resume_skips_completed_and_recomputes_affected(store):
     assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["embeddings", "fusion", "labels"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_real_cluster_matches_local_cluster(store, tmp_path):
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -196,18 +190,9 @@ def test_real_cluster_matches_local_cluster(store, tmp_path):
             Client(cluster) as client:
         local = fit_store(store, 10, client=client, **PARAMS).labels
     clean = MultiViewStore.create(tmp_path / "again.zarr", *_views(), chunk_rows=128)
-    address = f"tcp://127.0.0.1:{_free_port()}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    procs = [subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                               "--dashboard-address", ":0", "--no-show"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    real = Cluster(tmp_path, 2, nanny=False)
     try:
-        for i in range(2):
-            procs.append(subprocess.Popen(
-                ["dask", "worker", address, "--nworkers", "1", "--nthreads", "1", "--memory-limit", "1GiB",
-                 "--local-directory", str(tmp_path / f"w{i}"), "--no-dashboard", "--no-nanny"], env=env,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        with Client(address, timeout="60s") as client:
+        with Client(real.address, timeout="60s") as client:
             client.wait_for_workers(2, timeout=120)
             with get_task_stream(client) as stream:
                 remote = fit_store(clean, 10, client=client, **PARAMS)
@@ -220,14 +205,7 @@ def test_real_cluster_matches_local_cluster(store, tmp_path):
         assert {t["worker"] for t in stream.data} == addresses
         np.testing.assert_array_equal(remote.labels, local)
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        real.stop()
 
 
 @pytest.mark.skipif(not MNIST_T10K.is_dir(), reason=f"MNIST test set not found at {MNIST_T10K}")

@@ -1,0 +1,176 @@
+"""What keeps a CLI run safe: one run per output directory (:class:`OutputLock`), and a watch on its Dask cluster
+(:class:`ClusterWatch`) that ends, within a bounded time, a computation the cluster can no longer finish."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+LOCK_NAME = ".onmsc-dask.lock"
+#: seconds the cluster may have no worker (a nanny restarts a killed one within a few) before a run is abandoned
+NO_WORKER_TIMEOUT = 30.0
+#: seconds the client may be without its scheduler before a run is abandoned (the scheduler's state is lost anyway)
+SCHEDULER_LOST_TIMEOUT = 10.0
+
+
+class ClusterLost(RuntimeError):
+    """The Dask cluster can no longer finish the computation (no worker left, or the scheduler gone)."""
+
+
+class ClusterWatch:
+    """While in use, a thread checks `client` every `poll` seconds; once it has had no worker for
+    `no_worker_timeout` seconds, or no scheduler connection for `scheduler_timeout` seconds, it cancels every
+    future of the client (what a computation waits for), so the waiting call raises CancelledError, and keeps
+    the reason in ``lost`` (None while the cluster is usable)."""
+
+    def __init__(self, client: Any, no_worker_timeout: float | None = None, scheduler_timeout: float | None = None,
+                 poll: float = 0.5) -> None:
+        self.client, self.poll = client, poll
+        self.limits = {"workers": NO_WORKER_TIMEOUT if no_worker_timeout is None else no_worker_timeout,
+                       "scheduler": SCHEDULER_LOST_TIMEOUT if scheduler_timeout is None else scheduler_timeout}
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="onmsc-dask cluster watch", daemon=True)
+
+    def __enter__(self) -> "ClusterWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _problem(self) -> str | None:
+        """"scheduler" or "workers" when the cluster lacks one, else None."""
+        if self.client.status != "running":
+            return "scheduler"
+        try:
+            info = self.client.scheduler_info(n_workers=1)
+        except Exception:  # noqa: BLE001 - the connection failed while asking: the scheduler is gone
+            return "scheduler"
+        return None if info.get("n_workers", len(info.get("workers", {}))) else "workers"
+
+    def _watch(self) -> None:
+        since: dict[str, float] = {}
+        while not self._stop.wait(self.poll):
+            problem = self._problem()
+            since = {problem: since.get(problem, time.monotonic())} if problem else {}
+            if problem and time.monotonic() - since[problem] >= self.limits[problem]:
+                limit = self.limits[problem]
+                self.lost = (f"no Dask worker left for {limit:g} s" if problem == "workers" else
+                             f"the Dask scheduler {self.client.scheduler.address} was lost for {limit:g} s")
+                self.client.loop.add_callback(self._cancel)
+
+    def _cancel(self) -> None:
+        """Cancel every future of the client, as distributed does when it loses its scheduler (in its loop)."""
+        for key in list(self.client.futures):
+            self.client.futures.pop(key).cancel(reason="cluster-lost", msg=self.lost)
+
+
+class OutputLocked(OSError):
+    """Another run writes to the output directory."""
+
+
+class OutputLock:
+    """One run per output directory: ``DIR/.onmsc-dask.lock`` holds the PID and host of the run that writes to
+    `out`. A lock of a process that no longer runs on this host is taken over with a warning; any other lock is an
+    OutputLocked error naming its holder. `out` is created when missing, and removed on release when it is still empty
+    (so a run that stops before writing anything leaves nothing behind)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.path = out, out / LOCK_NAME
+        self.content = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                   "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+        self.created_out = False
+
+    def __enter__(self) -> "OutputLock":
+        self.created_out = not self.out.exists()
+        self.out.mkdir(parents=True, exist_ok=True)
+        try:
+            while not self._create():
+                holder = self._holder()
+                if holder is None:  # released meanwhile
+                    continue
+                if not holder:
+                    raise OutputLocked(f"{self.path} is not an onmsc-dask lock; delete it if no run writes to "
+                                       f"{self.out}")
+                if holder.get("host") != socket.gethostname() or _running(holder.get("pid")):
+                    raise OutputLocked(
+                        f"another onmsc-dask run (PID {holder.get('pid')} on {holder.get('host')}, started "
+                        f"{holder.get('started')}) is writing to {self.out}; wait for it to end or give another "
+                        f"--out (if that run is gone, delete {self.path})")
+                self._take_over(holder)
+        except BaseException:
+            self._remove_out()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._holder() == json.loads(self.content):
+            self.path.unlink(missing_ok=True)
+        self._remove_out()
+
+    def _create(self) -> bool:
+        """Put our lock in place, whole (written aside, then hard-linked: no run ever reads a half-written lock);
+        False when there is one already."""
+        mine = self.path.with_name(f"{LOCK_NAME}.{os.getpid()}")
+        mine.write_text(self.content)
+        try:
+            os.link(mine, self.path)
+        except FileExistsError:
+            return False
+        finally:
+            mine.unlink()
+        return True
+
+    def _holder(self, path: Path | None = None) -> dict | None:
+        """The lock at `path` (ours by default) as a dict ({} when it is not one of ours), None when missing."""
+        try:
+            holder = json.loads((path or self.path).read_text())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return {}
+        return holder if isinstance(holder, dict) else {}
+
+    def _take_over(self, holder: dict) -> None:
+        """Move the stale lock aside (one run wins the rename) and put it back if it was not the one judged stale."""
+        aside = self.path.with_name(f"{LOCK_NAME}.stale-{os.getpid()}")
+        try:
+            self.path.rename(aside)
+        except FileNotFoundError:
+            return
+        if self._holder(aside) != holder:  # another run took it over first: its lock, back in place
+            try:
+                os.link(aside, self.path)
+            finally:
+                aside.unlink()
+            return
+        aside.unlink()
+        warnings.warn(f"{self.path}: taking over the lock of PID {holder.get('pid')} (started "
+                      f"{holder.get('started')}), which no longer runs on this host", stacklevel=2)
+
+    def _remove_out(self) -> None:
+        if self.created_out:
+            try:
+                self.out.rmdir()
+            except OSError:  # not empty: the run wrote something
+                pass
+
+
+def _running(pid: Any) -> bool:
+    """Whether process `pid` runs on this host (True when that cannot be told: the lock is then kept)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,64 @@
+"""A real Dask cluster for tests: a `dask scheduler` process and `dask worker` processes."""
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+from distributed import Client
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Cluster:
+    """A `dask scheduler` process and `dask worker` processes (each under a nanny, which restarts a killed
+    worker), started and stopped by the test."""
+
+    def __init__(self, tmp: Path, n_workers: int, nanny: bool = True) -> None:
+        self.tmp, self.nanny, self.address = tmp, nanny, f"tcp://127.0.0.1:{_free_port()}"
+        self.scheduler = self._spawn(["dask", "scheduler", "--host", "127.0.0.1", "--port",
+                                      self.address.rsplit(":", 1)[1], "--dashboard-address", ":0", "--no-show"])
+        self.workers = [self.add_worker() for _ in range(n_workers)]
+
+    def _spawn(self, command: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def add_worker(self) -> subprocess.Popen:
+        return self._spawn(["dask", "worker", self.address, "--nworkers", "1", "--nthreads", "1",
+                            "--memory-limit", "1GiB", "--local-directory", str(self.tmp / "workers"),
+                            "--no-dashboard", "--nanny" if self.nanny else "--no-nanny"])
+
+    def kill_workers(self) -> None:
+        """SIGKILL every worker process and its nanny (a whole machine lost)."""
+        with Client(self.address, timeout="30s") as client:
+            pids = list(client.run(os.getpid).values())
+        for proc in self.workers:
+            proc.kill()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in self.workers:
+            proc.wait()
+
+    def stop(self) -> None:
+        _stop(self.workers + [self.scheduler])
