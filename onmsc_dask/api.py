@@ -31,13 +31,16 @@ def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: in
                                           random_state=seed, label=label)
 
 
-def _as_views(views, view_names: Sequence[str] | None) -> tuple[list, list[str] | None]:
-    """The views as a list, read once (a MultiViewStore or its path is read, dask arrays are computed, an iterator
-    is consumed), so the refits of the default N reuse them; and their names (``view_names``, else a store's)."""
+def _as_views(views, view_names: Sequence[str] | None,
+              storage_options: dict | None = None) -> tuple[list, list[str] | None]:
+    """The views as a list, read once (a MultiViewStore or its path or URL is read, dask arrays are computed, an
+    iterator is consumed), so the refits of the default N reuse them; and their names (``view_names``, else a
+    store's)."""
+    from .location import Location
     from .store import MultiViewStore
 
-    if isinstance(views, (str, os.PathLike)):
-        views = MultiViewStore(views)
+    if isinstance(views, (str, os.PathLike, Location)):
+        views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
         data, names = [views.read_view(p) for p in range(views.n_views)], views.view_names
     else:
@@ -188,9 +191,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None,
-            progress: Callable[[str], None] | None = None):
+            progress: Callable[[str], None] | None = None, storage_options: dict | None = None):
         """Cluster the samples described by ``views``: a list of n x d_p arrays (numpy, scipy.sparse or
-        dask), a ``MultiViewStore`` or the path of one. Errors and warnings name the views by ``view_names``
+        dask), a ``MultiViewStore``, or the path or fsspec URL of one (``s3://bucket/views.zarr``, with the
+        file system's ``storage_options``). Errors and warnings name the views by ``view_names``
         (default: a store's names, else their positions). ``progress``, if given, is called with a line as each
         stage of a late-fusion fit starts or ends (the CLI's progress display)."""
         t0 = time.perf_counter()
@@ -221,7 +225,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self._consensus_graph("anchor")  # its error before any work
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         try:
-            views, names = _as_views(views, view_names)
+            views, names = _as_views(views, view_names, storage_options)
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
                 return self

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
+from .location import Location, location
 from .validation import check_finite, check_int, check_same_rows, check_view_names, view_label, view_list
 
 __all__ = ["MultiViewStore", "as_labels"]
@@ -74,14 +75,19 @@ class MultiViewStore:
 
     Parameters
     ----------
-    path : str or os.PathLike
-        Directory of an existing store, as written by :meth:`create`.
+    path : str, os.PathLike or location.Location
+        Directory of an existing store, as written by :meth:`create`, or its fsspec URL (``s3://bucket/x.zarr``,
+        ``gs://``, ``memory://``, ``file://``; location.py).
+    storage_options : dict, optional
+        Options of the URL's fsspec file system (credentials, ``client_kwargs={"endpoint_url": ...}``).
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike | Location, storage_options: dict | None = None) -> None:
+        self.path = location(path, storage_options)
+        if isinstance(self.path, Location):
+            self.path.check_bucket()
         try:
-            self._root = zarr.open_group(self.path, mode="r", zarr_format=3)
+            self._root = _open_group(self.path, "r")
             attrs = self._root.attrs.asdict()
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"no readable onmsc-dask store at {self.path}: {exc}") from exc
@@ -105,6 +111,11 @@ class MultiViewStore:
             raise ValueError(f"store at {self.path} is corrupt: {exc!r}") from exc
         self.n_views = len(self.view_names)
 
+    @property
+    def location(self) -> str | Location:
+        """What tasks open the store from on any worker: the resolved local path, or the URL with its options."""
+        return self.path if isinstance(self.path, Location) else str(self.path.resolve())
+
     def __repr__(self) -> str:
         return (
             f"MultiViewStore({str(self.path)!r}, n_samples={self.n_samples}, "
@@ -114,7 +125,7 @@ class MultiViewStore:
     @classmethod
     def create(
         cls,
-        path: str | os.PathLike,
+        path: str | os.PathLike | Location,
         views: Sequence[ViewInput],
         y: Any = None,
         *,
@@ -122,6 +133,7 @@ class MultiViewStore:
         chunk_rows: int | None = None,
         metadata: dict | None = None,
         overwrite: bool = False,
+        storage_options: dict | None = None,
     ) -> "MultiViewStore":
         """Write `views` (numpy, scipy.sparse or dask arrays, n rows each) and labels `y` to `path`.
 
@@ -130,9 +142,10 @@ class MultiViewStore:
         computed whole; NaN or infinite values are an error. `chunk_rows` defaults to
         ~32 MB chunks for the widest view, at least 1024 rows, at most n. The store is
         written next to `path` and replaces it only when complete: a failed create leaves
-        `path` as it was, and dask views of the store being replaced are read before it goes.
+        `path` as it was, and dask views of the store being replaced are read before it goes. `path` may be an
+        fsspec URL with `storage_options`, as for opening.
         """
-        path = Path(path)
+        path = location(path, storage_options)
         views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views)]
         names = check_view_names(view_names, len(views))
         n = _check_views(views, names)
@@ -141,8 +154,8 @@ class MultiViewStore:
         rows = _default_chunk_rows(views, n) if chunk_rows is None else check_int("chunk_rows", chunk_rows)
         chunk_rows = min(rows, n)
 
-        def write(target: Path) -> None:
-            root = zarr.open_group(target, mode="w", zarr_format=3)
+        def write(target: Path | Location) -> None:
+            root = _open_group(target, "w")
             for p, view in enumerate(views):
                 _write_view(root, f"views/{p}", view, chunk_rows, view_label(p, names))
             if labels is not None:
@@ -158,12 +171,15 @@ class MultiViewStore:
                 }
             )
 
-        _write_then_replace(path, overwrite, write)
+        (_write_then_replace_url if isinstance(path, Location) else _write_then_replace)(path, overwrite, write)
         return cls(path)
 
     def copy(self, path: str | os.PathLike, *, stages: bool = True, overwrite: bool = False) -> "MultiViewStore":
         """Copy the store file by file (no view is read whole) to `path`; ``stages=False`` leaves out the stage
         results, so every stage of a run on the copy is computed."""
+        if isinstance(self.path, Location) or isinstance(location(path), Location):
+            raise ValueError(f"cannot copy store {self.path} to {path}: copy() copies local stores; an object store "
+                             "is read where it is")
         path, source = Path(path), self.path.resolve()
         target = path.resolve()
         if target == source or source in target.parents or target in source.parents:
@@ -250,7 +266,7 @@ class MultiViewStore:
         _check_key(name, "result name")
         params = _to_json(params, "params")
         digest = _params_hash(params)
-        stages = zarr.open_group(self.path, mode="r+", zarr_format=3).require_group("stages")
+        stages = _open_group(self.path, "r+").require_group("stages")
         if stage in stages and stages[stage].attrs.get("params_hash") != digest:
             del stages[stage]
         group = stages.require_group(stage)
@@ -299,7 +315,7 @@ class MultiViewStore:
     def mark_complete(self, stage: str) -> None:
         """Flag `stage` complete; call after all its results are written."""
         self._stage(stage)
-        group = zarr.open_group(self.path, mode="r+", zarr_format=3)[f"stages/{stage}"]
+        group = _open_group(self.path, "r+")[f"stages/{stage}"]
         group.attrs.update({"complete": True})
 
     def stages(self) -> dict[str, dict]:
@@ -385,6 +401,31 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
         path.rename(old)
     partial.rename(path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _open_group(path: Path | Location, mode: str) -> zarr.Group:
+    return path.open_group(mode) if isinstance(path, Location) else zarr.open_group(path, mode=mode, zarr_format=3)
+
+
+def _write_then_replace_url(target: Location, overwrite: bool, write: Callable[[Location], None]) -> None:
+    """_write_then_replace for an object store: `write` to URL.partial, then the old store goes and the new one is
+    copied in (object by object: unlike a local rename, not atomic)."""
+    target.check_bucket()
+    if target.exists():
+        if not overwrite:
+            raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
+        if not target.filesystem().exists(f"{target.url}/zarr.json"):
+            raise FileExistsError(f"{target} exists and is not a zarr store; refusing to overwrite it")
+    partial = Location(f"{target.url}.partial", target.storage_options)
+    partial.remove()
+    try:
+        write(partial)
+    except BaseException:
+        partial.remove()
+        raise
+    target.remove()
+    target.filesystem().copy(f"{partial.url}/", f"{target.url}/", recursive=True)
+    partial.remove()
 
 
 # ------------------------------------------------------------------- writing

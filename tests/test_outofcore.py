@@ -1,7 +1,6 @@
 """Out-of-core anchor pipeline: parity with the in-memory estimator, real clusters, resume, MNIST script."""
 import importlib.util
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from onmsc_dask.api import ONMSC
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.spectral import anchor_factor, anchor_factor_pieces, anchor_factor_rows, anchor_column_sums
 from onmsc_dask.store import MultiViewStore
+from processes import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 MNIST_T10K = Path("/work/shared/data/mnist-t10k")
@@ -183,12 +183,6 @@ def test_resume_skips_completed_and_recomputes_affected(store):
     assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["embeddings", "fusion", "labels"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_real_cluster_matches_local_cluster(store, tmp_path):
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -196,7 +190,7 @@ def test_real_cluster_matches_local_cluster(store, tmp_path):
             Client(cluster) as client:
         local = fit_store(store, 10, client=client, **PARAMS).labels
     clean = MultiViewStore.create(tmp_path / "again.zarr", *_views(), chunk_rows=128)
-    address = f"tcp://127.0.0.1:{_free_port()}"
+    address = f"tcp://127.0.0.1:{free_port()}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     procs = [subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
                                "--dashboard-address", ":0", "--no-show"], env=env,
@@ -220,14 +214,7 @@ def test_real_cluster_matches_local_cluster(store, tmp_path):
         assert {t["worker"] for t in stream.data} == addresses
         np.testing.assert_array_equal(remote.labels, local)
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(procs)
 
 
 @pytest.mark.skipif(not MNIST_T10K.is_dir(), reason=f"MNIST test set not found at {MNIST_T10K}")
