@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, readout, refine_labels
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
+from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
                     resolve_graph_inputs, smallest_cluster_neighbors, view_graphs)
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
@@ -23,12 +24,20 @@ from .validation import (check_bool, check_int, check_lambda, check_landmarks, c
 from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
 
 
-def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str):
+def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str,
+                extension_landmarks: int | None):
     """Graph, ranked neighbours (for the rank-consensus graph, else None), H_p^(o) and their eigenvalues,
-    o = 1..order, of one view (one Dask task)."""
-    graph, neighbors = build_graph(X, solver, random_state=seed, **graph_params)
-    return graph, neighbors, *embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"],
-                                          random_state=seed, label=label)
+    o = 1..order, of one view (one Dask task); and the landmarks and anchor matrix Z predict extends it by (the
+    anchor graph's own; for a kNN graph ``extension_landmarks`` new ones, or None when there are too few samples)."""
+    graph, extra = build_graph(X, solver, random_state=seed, **graph_params)
+    H, vals = embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed,
+                          label=label)
+    if solver == "anchor":
+        return graph, None, H, vals, extra, graph
+    landmarks, Z = ((None, None) if extension_landmarks is None else
+                    landmark_graph(X, extension_landmarks, graph_params["n_nearest_landmarks"], graph_params["metric"],
+                                   seed))
+    return graph, extra, H, vals, landmarks, Z
 
 
 def _as_views(views, view_names: Sequence[str] | None,
@@ -168,7 +177,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
-                 consensus_graph: str = "auto", refine: bool = True, random_state: int | None = None):
+                 consensus_graph: str = "auto", refine: bool = True, keep_graphs: bool = False,
+                 random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -188,6 +198,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.drop_unrelated_views = drop_unrelated_views
         self.consensus_graph = consensus_graph
         self.refine = refine
+        self.keep_graphs = keep_graphs
         self.random_state = random_state
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None,
@@ -205,7 +216,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             check_int(name, getattr(self, name))
         random_state = check_seed(self.random_state)
         check_tol(self.tol)
-        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views"):
+        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views", "keep_graphs"):
             check_bool(name, getattr(self, name))
         if self.consensus_graph not in ("auto", "rank", "average"):
             raise ValueError(f"consensus_graph must be 'auto', 'rank' or 'average', got {self.consensus_graph!r}")
@@ -226,6 +237,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         try:
             views, names = _as_views(views, view_names, storage_options)
+            self.n_features_in_ = np.array([np.shape(X)[1] if np.ndim(X) == 2 else -1 for X in views])
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
                 return self
@@ -234,13 +246,25 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 self._refit_for_small_clusters(views, names, random_state, report)
             if self.refine:
                 self._refine_labels(report)
+            self._finish_fit()
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
         return self
 
+    def _finish_fit(self) -> None:
+        """The model predict uses (extend.build_extension; None when a kNN fit had too few samples for its
+        landmarks), and the view graphs dropped unless ``keep_graphs``."""
+        parts = self.__dict__.pop("_extension_inputs_")
+        anchor = self.embedding_solver_ == "anchor"
+        self.extension_ = None if any(parts["graphs"][p][1] is None for p in parts["used"]) else build_extension(
+            parts["graphs"], self.view_embeddings_, parts["scales"], self.average_embedding_, parts["fused"],
+            parts["used"], self.lambda1_, self.labels_, self.n_clusters, anchor=anchor, refined=self.refine and anchor)
+        if not self.keep_graphs:
+            del self.view_graphs_
+
     def _clear_fitted(self) -> None:
-        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
+        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
             delattr(self, name)
 
     def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None,
@@ -265,8 +289,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         try:
             with warnings.catch_warnings():  # the first fit has already warned about these views
                 warnings.simplefilter("ignore")
-                other = clone(self).set_params(n_neighbors=N1, refine=False).fit(views, view_names=names,
-                                                                   progress=lambda line: report(f"  N = {N1}: {line}"))
+                other = clone(self).set_params(n_neighbors=N1)
+                other._fit_late(views, names, random_state, time.perf_counter(),
+                                lambda line: report(f"  N = {N1}: {line}"))
         except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
             other = None
         if other is not None:
@@ -309,8 +334,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         seeds = fit_seeds(random_state, len(views))
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks, n_ranked=n_ranked)
+        m_extension = None if solver == "anchor" else extension_landmarks(self.n_landmarks, self.n_nearest_landmarks,
+                                                                          k, n, width)
         tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
-                                                      s, view_label(p, names))
+                                                      s, view_label(p, names), m_extension)
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
         report(f"graphs and embeddings: {len(views)} view{'s' * (len(views) > 1)} as Dask tasks ({solver} solver, "
@@ -354,6 +381,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F
         self.view_graphs_ = [r[0] for r in results]
+        scaled = self.eigenvalue_scaling and "select" not in (self.lambda1, self.lambda2)
+        self._extension_inputs_ = {  # for _finish_fit, after the label refinement
+            "graphs": [(r[4], r[5], m, self.n_nearest_landmarks) for r, m in zip(results, self.metric_)],
+            "scales": np.sqrt(np.clip(self.view_eigenvalues_, 0, None)) if scaled else np.ones_like(
+                self.view_eigenvalues_), "fused": fused, "used": used}
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
 
@@ -418,3 +450,31 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
         return self.fit(views, **fit_params).labels_
+
+    def predict(self, views, storage_options: dict | None = None):
+        """The cluster of each new sample (rows of ``views``, with the fitted views' features): its r nearest
+        landmarks in each view, its anchor rows, its fusion target T and read-out, then the label refinement's
+        assignment (anchor graphs) or the nearest cluster centre (docs/predict.md). numpy or scipy.sparse views
+        give a numpy array; dask arrays a dask array computed chunk by chunk; a MultiViewStore, its path or URL (with
+        ``storage_options``) a numpy array, one task per stored row chunk."""
+        return self._extend(views, "predict", storage_options)
+
+    def transform(self, views, storage_options: dict | None = None):
+        """H* of new samples (n_new x width; for the fitted samples ``embedding_``), computed as :meth:`predict`."""
+        return self._extend(views, "transform", storage_options)
+
+    def _extend(self, views, method: str, storage_options: dict | None):
+        from sklearn.utils.validation import check_is_fitted
+
+        from .extend import apply
+
+        check_is_fitted(self, "labels_")
+        if getattr(self, "extension_", None) is None:
+            raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
+                             "landmarks per view (n_landmarks); this model has no extension to new samples")
+        return apply(self.extension_, views, method, list(self.n_features_in_), storage_options=storage_options)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # every view may be scipy.sparse
+        return tags
