@@ -53,9 +53,16 @@ def _as_views(views, view_names: Sequence[str] | None,
     if isinstance(views, MultiViewStore):
         data, names = [views.read_view(p) for p in range(views.n_views)], views.view_names
     else:
-        data = [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)]
+        data = [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else
+                np.asarray(X) if hasattr(X, "__array__") and not sp.issparse(X) and not isinstance(X, np.ndarray)
+                else X for X in view_list(views)]
         names = None
     return data, names if view_names is None else check_view_names(view_names, len(data))
+
+
+def _n_features(views: list) -> np.ndarray:
+    """The number of features of each (valid) view."""
+    return np.array([X.shape[1] if hasattr(X, "shape") else np.shape(X)[1] for X in views])
 
 
 @dataclass
@@ -237,9 +244,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         try:
             views, names = _as_views(views, view_names, storage_options)
-            self.n_features_in_ = np.array([np.shape(X)[1] if np.ndim(X) == 2 else -1 for X in views])
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
+                self.n_features_in_ = _n_features(views)
                 return self
             self._fit_late(views, names, random_state, t0, report)
             if self.n_neighbors is None and self.embedding_solver_ != "anchor":
@@ -247,6 +254,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if self.refine:
                 self._refine_labels(report)
             self._finish_fit()
+            self.n_features_in_ = _n_features(views)
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
@@ -451,6 +459,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
         return self.fit(views, **fit_params).labels_
 
+    def fit_transform(self, views, y=None, **fit_params):
+        """fit, then :meth:`transform` of the same views (``embedding_`` itself for anchor graphs)."""
+        return self.fit(views, **fit_params).transform(views)
+
     def predict(self, views, storage_options: dict | None = None):
         """The cluster of each new sample (rows of ``views``, with the fitted views' features): its r nearest
         landmarks in each view, its anchor rows, its fusion target T and read-out, then the label refinement's
@@ -475,6 +487,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return apply(self.extension_, views, method, list(self.n_features_in_), storage_options=storage_options)
 
     def __sklearn_tags__(self):
+        from sklearn.utils import TransformerTags
+
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # every view may be scipy.sparse
+        tags.transformer_tags = TransformerTags(preserves_dtype=["float64"])  # transform gives float64 H*
         return tags

@@ -163,6 +163,11 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
     if len(views) != len(n_features):
         raise ValueError(f"got {len(views)} views, the model was fitted on {len(n_features)}")
     for p, (X, d) in enumerate(zip(views, n_features)):
+        if X.dtype.kind == "O":  # numbers held as objects, as fit takes them
+            try:
+                views[p] = X = X.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{view_label(p, names)}: is not a numeric n x d array ({exc})") from None
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(f"{view_label(p, names)}: has shape {X.shape}, expected (n, {d}) as in the fit")
         if X.dtype.kind not in "biuf":
@@ -219,7 +224,8 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
                                  (e - s,) if method == "predict" else (e - s, width),
                                  np.int64 if method == "predict" else np.float64) for s, e in views.row_chunks(0)]
         return da.concatenate(parts).compute()
-    views = _check_rows(view_list(views), n_features, names)
+    views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+                         for X in view_list(views)], n_features, names)
     if any(isinstance(X, da.Array) for X in views):
         views = [X if isinstance(X, da.Array) else da.from_array(X) for X in views]
         rows = views[0].chunks[0]
