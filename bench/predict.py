@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import sys
 import time
@@ -41,11 +42,19 @@ def timed(call):
     return out, time.perf_counter() - t
 
 
+def cpu_timed(call):
+    """The result, and the CPU seconds of this process's threads (BLAS included) it took."""
+    t = time.process_time()
+    out = call()
+    return out, time.process_time() - t
+
+
 def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: np.ndarray, fit_s: float,
             client) -> dict:
     """The numbers of one fitted model."""
     on_train, train_s = timed(lambda: model.predict(train))
     on_test, test_s = timed(lambda: model.predict(test))
+    _, test_cpu_s = cpu_timed(lambda: model.predict(test))
     lazy = [da.from_array(X, chunks=(2500, -1)) for X in test]
     lazy = client.persist(lazy)  # the views on the workers: time predict, not the transfer of the inputs
     on_dask, dask_s = timed(lambda: model.predict(lazy).compute())
@@ -57,6 +66,8 @@ def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: 
             "train_agreement": float(np.mean(on_train == model.labels_)),
             "predict_train_per_s": len(y_train) / train_s, "predict_test_per_s": len(y_test) / test_s,
             "predict_dask_per_s": len(y_test) / dask_s,
+            "predict_test_per_cpu_s": len(y_test) / test_cpu_s,  # x 2 cores: the rate of an otherwise idle machine
+            "load_average": os.getloadavg()[0],
             "pickle_mb": len(pickle.dumps(model)) / 2**20,
             "largest_attributes_mb": {k: v / 2**20 for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:5]}}
 
@@ -80,11 +91,11 @@ def main(argv: list[str] | None = None) -> dict:
         knn, fit_s = timed(lambda: ONMSC(K, embedding="exact", random_state=SEED).fit([X[:n] for X in train]))
         results["knn"] = measure(knn, [X[:n] for X in train], y_train[:n], test, y_test, fit_s, client)
     print(f"{'fit':<7} {'n':>6} {'fit s':>6} {'train ACC':>9} {'test ACC':>8} {'agree':>6} {'pred/s (np)':>11} "
-          f"{'pred/s (dask)':>13} {'pickle MB':>9}")
+          f"{'pred/s (dask)':>13} {'pred/CPU s':>10} {'load':>5} {'pickle MB':>9}")
     for name, r in results.items():
         print(f"{name:<7} {r['n_train']:>6} {r['fit_seconds']:>6.1f} {r['train_acc']:>9.4f} {r['test_acc']:>8.4f} "
               f"{r['train_agreement']:>6.4f} {r['predict_test_per_s']:>11.0f} {r['predict_dask_per_s']:>13.0f} "
-              f"{r['pickle_mb']:>9.1f}")
+              f"{r['predict_test_per_cpu_s']:>10.0f} {r['load_average']:>5.1f} {r['pickle_mb']:>9.1f}")
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     return results
 

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, readout, refine_labels
+from .cluster import scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
@@ -149,6 +150,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
     drop_unrelated_views : leave out of the fusion and of F's graph every view whose cluster directions
         share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
         structure), with a warning; its weight is 0.
+    keep_graphs : keep the view graphs (``view_graphs_``, n x n for kNN) after the fit; predict does not need them.
     random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
         every fit (each stage, the kNN search on all cores), as in scikit-learn.
 
@@ -173,8 +175,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         search's candidates); early fusion has ``alpha_``.
     view_embeddings_, view_eigenvalues_, average_embedding_ : late fusion's H_p^(o) (v, O, n, width), their
         eigenvalues (v, O, width) and F; ``consensus_graph_`` the graph F came from, ``"rank"`` or ``"average"``.
-    view_graphs_ : late fusion's graph per view, CSR: the kNN affinity A_p of Eq. 1 (n x n), or for ``anchor`` the
-        anchor matrix Z (n x m).
+    view_graphs_ : with ``keep_graphs=True``, late fusion's graph per view, CSR: the kNN affinity A_p of Eq. 1
+        (n x n), or for ``anchor`` the anchor matrix Z (n x m).
+    n_features_in_ : the number of features of each view.
+    extension_ : what predict and transform use (extend.Extension: per view landmarks and m x width maps); None for
+        early fusion, or a kNN fit with too few samples for its landmarks.
     timings_ : seconds per step.
     """
 
@@ -344,7 +349,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
                             n_nearest_landmarks=self.n_nearest_landmarks, n_ranked=n_ranked)
         m_extension = None if solver == "anchor" else extension_landmarks(self.n_landmarks, self.n_nearest_landmarks,
                                                                           k, n, width)
-        tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
+        # each view goes to the workers once, by scatter when a distributed client runs, never inside the graph
+        tasks = [dask.delayed(_embed_view, pure=True)(scattered(X), solver, width, self.order,
+                                                      {**graph_params, "metric": m},
                                                       s, view_label(p, names), m_extension)
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()

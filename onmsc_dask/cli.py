@@ -84,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "convergence.png and labels.npy to --out.")
     source = run.add_mutually_exclusive_group()
     source.add_argument("--data", type=data_arg, nargs="+",
-                        help="a .mat or .npz file, a .zarr store (a path, or an fsspec URL such as s3://bucket/x.zarr), "
-                             "an MNIST IDX directory, or .csv / .npy files (one per view)")
+                        help="a .mat or .npz file, a .zarr store (a path, or an fsspec URL such as "
+                             "s3://bucket/x.zarr), an MNIST IDX directory, or .csv / .npy files (one per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
     run.add_argument("--labels", type=Path,
                      help="a .csv or .npy file of labels for .csv / .npy views (other formats carry theirs)")

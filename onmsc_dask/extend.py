@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .assign import normalize_rows
+from .cluster import scattered
 from .graph import anchor_affinity, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
 from .validation import check_finite, check_landmarks, check_same_rows, view_label, view_list
@@ -192,17 +193,6 @@ def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.
     return getattr(ext, method)(blocks)
 
 
-def _shared(ext: Extension):
-    """The model as one graph input: scattered to every worker when a distributed client is running (so it is
-    not sent inside the task graph), else itself."""
-    try:
-        from distributed import default_client
-
-        return default_client().scatter(ext, broadcast=True, hash=True)
-    except (ImportError, ValueError):
-        return ext
-
-
 def apply(ext: Extension, views, method: str, n_features: list[int], names: list[str] | None = None,
           storage_options: dict | None = None):
     """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out), dask arrays (dask out,
@@ -219,7 +209,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
-        shared = _shared(ext)
+        shared = scattered(ext, broadcast=True)
         parts = [da.from_delayed(dask.delayed(_store_rows, pure=True)(views.location, shared, method, s, e),
                                  (e - s,) if method == "predict" else (e - s, width),
                                  np.int64 if method == "predict" else np.float64) for s, e in views.row_chunks(0)]
@@ -232,8 +222,8 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = [X.rechunk((rows, -1)) for X in views]
         kwargs = dict(drop_axis=1, dtype=np.int64) if method == "predict" else dict(chunks=(rows, (width,)),
                                                                                      dtype=np.float64)
-        return da.map_blocks(_block, _shared(ext), method, *views, meta=np.empty((0,) * (1 + (method != "predict"))),
-                             **kwargs)
+        return da.map_blocks(_block, scattered(ext, broadcast=True), method, *views,
+                             meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
     n = views[0].shape[0]
     return np.concatenate([_block(ext, method, *(X[s:s + BLOCK_ROWS] for X in views))
                            for s in range(0, n, BLOCK_ROWS)]) if n else (

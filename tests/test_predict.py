@@ -118,3 +118,16 @@ def test_fitted_model_keeps_graphs_only_on_request(anchor_fit):
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(again.predict([X[600:] for X in views]), model.predict([X[600:] for X in views]))
     np.testing.assert_array_equal(model.n_features_in_, [64, 16, 64])
+
+
+def test_fit_on_a_cluster_sends_the_views_once_not_in_the_graph():
+    """ONMSC.fit scatters each in-memory view to the workers: no task graph carries one (threshold below a view)."""
+    from distributed import Client, LocalCluster
+
+    views, y = _views(600)
+    expected = ONMSC(10, **ANCHOR).fit(views).labels_
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster), warnings.catch_warnings(), \
+            dask.config.set({"distributed.admin.large-graph-warning-threshold": f"{views[1].nbytes // 2}B"}):
+        warnings.simplefilter("error", UserWarning)
+        np.testing.assert_array_equal(ONMSC(10, **ANCHOR).fit(views).labels_, expected)
