@@ -15,10 +15,10 @@ import json
 import os
 import pickle
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import dask.array as da
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +28,7 @@ import mnist60k  # noqa: E402
 from onmsc_dask.api import ONMSC  # noqa: E402
 from onmsc_dask.io import load_mnist_dir  # noqa: E402
 from onmsc_dask.metrics import evaluate  # noqa: E402
+from onmsc_dask.store import MultiViewStore  # noqa: E402
 
 K, SEED = 10, 0
 
@@ -49,15 +50,15 @@ def cpu_timed(call):
     return out, time.process_time() - t
 
 
-def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: np.ndarray, fit_s: float,
-            client) -> dict:
+def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: np.ndarray, fit_s: float) -> dict:
     """The numbers of one fitted model."""
     on_train, train_s = timed(lambda: model.predict(train))
     on_test, test_s = timed(lambda: model.predict(test))
     _, test_cpu_s = cpu_timed(lambda: model.predict(test))
-    lazy = [da.from_array(X, chunks=(2500, -1)) for X in test]
-    lazy = client.persist(lazy)  # the views on the workers: time predict, not the transfer of the inputs
-    on_dask, dask_s = timed(lambda: model.predict(lazy).compute())
+    with tempfile.TemporaryDirectory() as tmp:  # dask views read from a store by the workers, 2,500 rows a chunk
+        store = MultiViewStore.create(Path(tmp) / "test.zarr", test, chunk_rows=2500)
+        lazy = [store.view_dask(p) for p in range(store.n_views)]
+        on_dask, dask_s = timed(lambda: model.predict(lazy).compute())
     assert np.array_equal(on_dask, on_test)
     sizes = {name: len(pickle.dumps(value)) for name, value in vars(model).items()}
     return {"n_train": len(y_train), "n_test": len(y_test), "solver": model.embedding_solver_,
@@ -84,12 +85,12 @@ def main(argv: list[str] | None = None) -> dict:
     test_images, y_test = load_mnist_dir(args.data_dir, "t10k")
     train, test = three_views(images), three_views(test_images)
     results = {}
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster):
         model, fit_s = timed(lambda: ONMSC(K, embedding="anchor", random_state=SEED).fit(train))
-        results["anchor"] = measure(model, train, y_train, test, y_test, fit_s, client)
+        results["anchor"] = measure(model, train, y_train, test, y_test, fit_s)
         n = args.knn_samples
         knn, fit_s = timed(lambda: ONMSC(K, embedding="exact", random_state=SEED).fit([X[:n] for X in train]))
-        results["knn"] = measure(knn, [X[:n] for X in train], y_train[:n], test, y_test, fit_s, client)
+        results["knn"] = measure(knn, [X[:n] for X in train], y_train[:n], test, y_test, fit_s)
     print(f"{'fit':<7} {'n':>6} {'fit s':>6} {'train ACC':>9} {'test ACC':>8} {'agree':>6} {'pred/s (np)':>11} "
           f"{'pred/s (dask)':>13} {'pred/CPU s':>10} {'load':>5} {'pickle MB':>9}")
     for name, r in results.items():
