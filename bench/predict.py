@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "pipelines"))
+sys.path[:0] = [str(ROOT / "pipelines"), str(ROOT / "bench")]
 import mnist60k  # noqa: E402
+from results_md import RESULTS_MD, write_block  # noqa: E402
 
 from onmsc_dask.api import ONMSC  # noqa: E402
 from onmsc_dask.io import load_mnist_dir  # noqa: E402
@@ -73,6 +74,18 @@ def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: 
             "largest_attributes_mb": {k: v / 2**20 for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:5]}}
 
 
+def markdown(results: dict) -> str:
+    """The table of bench/RESULTS.md's "predict" block."""
+    rows = ["| fit | n | fit s | train ACC | test ACC | predict = labels_ on train | predict/s (numpy) | predict/s (dask, "
+            "store chunks) | predict per CPU s | load average | pickle MB |", "|" + " --- |" + " ---: |" * 10]
+    for name, r in results.items():
+        rows.append(f"| {name} | {r['n_train']} | {r['fit_seconds']:.1f} | {r['train_acc']:.4f} | "
+                    f"{r['test_acc']:.4f} | {100 * r['train_agreement']:.2f}% | {r['predict_test_per_s']:.0f} | "
+                    f"{r['predict_dask_per_s']:.0f} | {r['predict_test_per_cpu_s']:.0f} | {r['load_average']:.1f} | "
+                    f"{r['pickle_mb']:.1f} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=mnist60k.DEFAULT_DATA_DIR)
@@ -91,12 +104,9 @@ def main(argv: list[str] | None = None) -> dict:
         n = args.knn_samples
         knn, fit_s = timed(lambda: ONMSC(K, embedding="exact", random_state=SEED).fit([X[:n] for X in train]))
         results["knn"] = measure(knn, [X[:n] for X in train], y_train[:n], test, y_test, fit_s)
-    print(f"{'fit':<7} {'n':>6} {'fit s':>6} {'train ACC':>9} {'test ACC':>8} {'agree':>6} {'pred/s (np)':>11} "
-          f"{'pred/s (dask)':>13} {'pred/CPU s':>10} {'load':>5} {'pickle MB':>9}")
-    for name, r in results.items():
-        print(f"{name:<7} {r['n_train']:>6} {r['fit_seconds']:>6.1f} {r['train_acc']:>9.4f} {r['test_acc']:>8.4f} "
-              f"{r['train_agreement']:>6.4f} {r['predict_test_per_s']:>11.0f} {r['predict_dask_per_s']:>13.0f} "
-              f"{r['predict_test_per_cpu_s']:>10.0f} {r['load_average']:>5.1f} {r['pickle_mb']:>9.1f}")
+    table = markdown(results)
+    print(table)
+    write_block(RESULTS_MD, "predict", table, "New samples: predict (Fashion-MNIST, `python bench/predict.py`)")
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     return results
 
