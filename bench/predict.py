@@ -76,8 +76,9 @@ def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: 
 
 def markdown(results: dict) -> str:
     """The table of bench/RESULTS.md's "predict" block."""
-    rows = ["| fit | n | fit s | train ACC | test ACC | predict = labels_ on train | predict/s (numpy) | predict/s (dask, "
-            "store chunks) | predict per CPU s | load average | pickle MB |", "|" + " --- |" + " ---: |" * 10]
+    rows = ["| fit | n | fit s | train ACC | test ACC | predict = labels_ on train | predict/s (numpy) | "
+            "predict/s (dask, store chunks) | predict per CPU s | load average | pickle MB |",
+            "|" + " --- |" + " ---: |" * 10]
     for name, r in results.items():
         rows.append(f"| {name} | {r['n_train']} | {r['fit_seconds']:.1f} | {r['train_acc']:.4f} | "
                     f"{r['test_acc']:.4f} | {100 * r['train_agreement']:.2f}% | {r['predict_test_per_s']:.0f} | "
