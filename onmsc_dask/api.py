@@ -13,7 +13,9 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, readout, refine_labels
+from .cluster import scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
+from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
                     resolve_graph_inputs, smallest_cluster_neighbors, view_graphs)
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
@@ -24,27 +26,45 @@ from .spectral import (average_graph_embedding, embed_graph, exact_embedding, re
                        warn_eigensolver_cost)
 
 
-def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str):
+def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str,
+                extension_landmarks: int | None):
     """Graph, ranked neighbours (for the rank-consensus graph, else None), H_p^(o) and their eigenvalues,
-    o = 1..order, of one view (one Dask task)."""
-    graph, neighbors = build_graph(X, solver, random_state=seed, **graph_params)
-    return graph, neighbors, *embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"],
-                                          random_state=seed, label=label)
+    o = 1..order, of one view (one Dask task); and the landmarks and anchor matrix Z predict extends it by (the
+    anchor graph's own; for a kNN graph ``extension_landmarks`` new ones, or None when there are too few samples)."""
+    graph, extra = build_graph(X, solver, random_state=seed, **graph_params)
+    H, vals = embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed,
+                          label=label)
+    if solver == "anchor":
+        return graph, None, H, vals, extra, graph
+    landmarks, Z = ((None, None) if extension_landmarks is None else
+                    landmark_graph(X, extension_landmarks, graph_params["n_nearest_landmarks"], graph_params["metric"],
+                                   seed))
+    return graph, extra, H, vals, landmarks, Z
 
 
-def _as_views(views, view_names: Sequence[str] | None) -> tuple[list, list[str] | None]:
-    """The views as a list, read once (a MultiViewStore or its path is read, dask arrays are computed, an iterator
-    is consumed), so the refits of the default N reuse them; and their names (``view_names``, else a store's)."""
+def _as_views(views, view_names: Sequence[str] | None,
+              storage_options: dict | None = None) -> tuple[list, list[str] | None]:
+    """The views as a list, read once (a MultiViewStore or its path or URL is read, dask arrays are computed, an
+    iterator is consumed), so the refits of the default N reuse them; and their names (``view_names``, else a
+    store's)."""
+    from .location import Location
     from .store import MultiViewStore
 
-    if isinstance(views, (str, os.PathLike)):
-        views = MultiViewStore(views)
+    if isinstance(views, (str, os.PathLike, Location)):
+        views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
         data, names = [views.read_view(p) for p in range(views.n_views)], views.view_names
     else:
-        data = [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else X for X in view_list(views)]
+        data = [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else
+                np.asarray(X) if hasattr(X, "__array__") and not sp.issparse(X) and not isinstance(X, np.ndarray)
+                else X for X in view_list(views)]
         names = None
     return data, names if view_names is None else check_view_names(view_names, len(data))
+
+
+def _n_features(views: list) -> np.ndarray:
+    """The number of features of each (valid) view."""
+    return np.array([X.shape[1] if hasattr(X, "shape") else np.shape(X)[1] for X in views])
 
 
 @dataclass
@@ -131,6 +151,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
     drop_unrelated_views : leave out of the fusion and of F's graph every view whose cluster directions
         share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
         structure), with a warning; its weight is 0.
+    keep_graphs : keep the view graphs (``view_graphs_``, n x n for kNN) after the fit; predict does not need them.
     random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
         every fit (each stage, the kNN search on all cores), as in scikit-learn.
 
@@ -155,8 +176,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         search's candidates); early fusion has ``alpha_``.
     view_embeddings_, view_eigenvalues_, average_embedding_ : late fusion's H_p^(o) (v, O, n, width), their
         eigenvalues (v, O, width) and F; ``consensus_graph_`` the graph F came from, ``"rank"`` or ``"average"``.
-    view_graphs_ : late fusion's graph per view, CSR: the kNN affinity A_p of Eq. 1 (n x n), or for ``anchor`` the
-        anchor matrix Z (n x m).
+    view_graphs_ : with ``keep_graphs=True``, late fusion's graph per view, CSR: the kNN affinity A_p of Eq. 1
+        (n x n), or for ``anchor`` the anchor matrix Z (n x m).
+    n_features_in_ : the number of features of each view.
+    extension_ : what predict and transform use (extend.Extension: per view landmarks and m x width maps); None for
+        early fusion, or a kNN fit with too few samples for its landmarks.
     timings_ : seconds per step.
     """
 
@@ -166,7 +190,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
-                 consensus_graph: str = "auto", refine: bool = True, random_state: int | None = None):
+                 consensus_graph: str = "auto", refine: bool = True, keep_graphs: bool = False,
+                 random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -186,12 +211,14 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.drop_unrelated_views = drop_unrelated_views
         self.consensus_graph = consensus_graph
         self.refine = refine
+        self.keep_graphs = keep_graphs
         self.random_state = random_state
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None,
-            progress: Callable[[str], None] | None = None):
+            progress: Callable[[str], None] | None = None, storage_options: dict | None = None):
         """Cluster the samples described by ``views``: a list of n x d_p arrays (numpy, scipy.sparse or
-        dask), a ``MultiViewStore`` or the path of one. Errors and warnings name the views by ``view_names``
+        dask), a ``MultiViewStore``, or the path or fsspec URL of one (``s3://bucket/views.zarr``, with the
+        file system's ``storage_options``). Errors and warnings name the views by ``view_names``
         (default: a store's names, else their positions). ``progress``, if given, is called with a line as each
         stage of a late-fusion fit starts or ends (the CLI's progress display)."""
         t0 = time.perf_counter()
@@ -202,7 +229,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             check_int(name, getattr(self, name))
         random_state = check_seed(self.random_state)
         check_tol(self.tol)
-        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views"):
+        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views", "keep_graphs"):
             check_bool(name, getattr(self, name))
         if self.consensus_graph not in ("auto", "rank", "average"):
             raise ValueError(f"consensus_graph must be 'auto', 'rank' or 'average', got {self.consensus_graph!r}")
@@ -222,22 +249,36 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self._consensus_graph("anchor")  # its error before any work
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         try:
-            views, names = _as_views(views, view_names)
+            views, names = _as_views(views, view_names, storage_options)
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
+                self.n_features_in_ = _n_features(views)
                 return self
             self._fit_late(views, names, random_state, t0, report)
             if self.n_neighbors is None and self.embedding_solver_ != "anchor":
                 self._refit_for_small_clusters(views, names, random_state, report)
             if self.refine:
                 self._refine_labels(report)
+            self._finish_fit()
+            self.n_features_in_ = _n_features(views)
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
         return self
 
+    def _finish_fit(self) -> None:
+        """The model predict uses (extend.build_extension; None when a kNN fit had too few samples for its
+        landmarks), and the view graphs dropped unless ``keep_graphs``."""
+        parts = self.__dict__.pop("_extension_inputs_")
+        anchor = self.embedding_solver_ == "anchor"
+        self.extension_ = None if any(parts["graphs"][p][1] is None for p in parts["used"]) else build_extension(
+            parts["graphs"], self.view_embeddings_, parts["scales"], self.average_embedding_, parts["fused"],
+            parts["used"], self.lambda1_, self.labels_, self.n_clusters, anchor=anchor, refined=self.refine and anchor)
+        if not self.keep_graphs:
+            del self.view_graphs_
+
     def _clear_fitted(self) -> None:
-        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
+        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
             delattr(self, name)
 
     def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None,
@@ -262,8 +303,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         try:
             with warnings.catch_warnings():  # the first fit has already warned about these views
                 warnings.simplefilter("ignore")
-                other = clone(self).set_params(n_neighbors=N1, refine=False).fit(views, view_names=names,
-                                                                   progress=lambda line: report(f"  N = {N1}: {line}"))
+                other = clone(self).set_params(n_neighbors=N1)
+                other._fit_late(views, names, random_state, time.perf_counter(),
+                                lambda line: report(f"  N = {N1}: {line}"))
         except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
             other = None
         if other is not None:
@@ -309,8 +351,12 @@ class ONMSC(ClusterMixin, BaseEstimator):
         seeds = fit_seeds(random_state, len(views))
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks, n_ranked=n_ranked)
-        tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
-                                                      s, view_label(p, names))
+        m_extension = None if solver == "anchor" else extension_landmarks(self.n_landmarks, self.n_nearest_landmarks,
+                                                                          k, n, width)
+        # each view goes to the workers once, by scatter when a distributed client runs, never inside the graph
+        tasks = [dask.delayed(_embed_view, pure=True)(scattered(X), solver, width, self.order,
+                                                      {**graph_params, "metric": m},
+                                                      s, view_label(p, names), m_extension)
                  for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
         t1 = time.perf_counter()
         report(f"graphs and embeddings: {len(views)} view{'s' * (len(views) > 1)} as Dask tasks ({solver} solver, "
@@ -354,6 +400,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F
         self.view_graphs_ = [r[0] for r in results]
+        scaled = self.eigenvalue_scaling and "select" not in (self.lambda1, self.lambda2)
+        self._extension_inputs_ = {  # for _finish_fit, after the label refinement
+            "graphs": [(r[4], r[5], m, self.n_nearest_landmarks) for r, m in zip(results, self.metric_)],
+            "scales": np.sqrt(np.clip(self.view_eigenvalues_, 0, None)) if scaled else np.ones_like(
+                self.view_eigenvalues_), "fused": fused, "used": used}
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
 
@@ -418,3 +469,38 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
         return self.fit(views, **fit_params).labels_
+
+    def fit_transform(self, views, y=None, **fit_params):
+        """fit, then :meth:`transform` of the same views (``embedding_`` itself for anchor graphs)."""
+        return self.fit(views, **fit_params).transform(views)
+
+    def predict(self, views, storage_options: dict | None = None):
+        """The cluster of each new sample (rows of ``views``, with the fitted views' features): its r nearest
+        landmarks in each view, its anchor rows, its fusion target T and read-out, then the label refinement's
+        assignment (anchor graphs) or the nearest cluster centre (docs/predict.md). numpy or scipy.sparse views
+        give a numpy array; dask arrays a dask array computed chunk by chunk; a MultiViewStore, its path or URL (with
+        ``storage_options``) a numpy array, one task per stored row chunk."""
+        return self._extend(views, "predict", storage_options)
+
+    def transform(self, views, storage_options: dict | None = None):
+        """H* of new samples (n_new x width; for the fitted samples ``embedding_``), computed as :meth:`predict`."""
+        return self._extend(views, "transform", storage_options)
+
+    def _extend(self, views, method: str, storage_options: dict | None):
+        from sklearn.utils.validation import check_is_fitted
+
+        from .extend import apply
+
+        check_is_fitted(self, "labels_")
+        if getattr(self, "extension_", None) is None:
+            raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
+                             "landmarks per view (n_landmarks); this model has no extension to new samples")
+        return apply(self.extension_, views, method, list(self.n_features_in_), storage_options=storage_options)
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import TransformerTags
+
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # every view may be scipy.sparse
+        tags.transformer_tags = TransformerTags(preserves_dtype=["float64"])  # transform gives float64 H*
+        return tags

@@ -55,6 +55,24 @@ def out_dir(text: str) -> Path:
     return Path(text)
 
 
+def data_arg(text: str) -> Path | str:
+    """argparse type: a local path, or an fsspec URL (``s3://bucket/views.zarr``) kept as it is."""
+    from .location import is_url
+
+    return text if is_url(text) and not text.startswith("file://") else Path(text.removeprefix("file://"))
+
+
+def storage_options_arg(text: str) -> dict:
+    """argparse type: a JSON object of fsspec storage options."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
+
+
 def seed_arg(text: str) -> int:
     """argparse type: a seed (an integer in [0, 2**32 - 1])."""
     return positive_int(text, minimum=0, maximum=SEED_MAX)
@@ -67,12 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Cluster a multi-view data set; writes views.zarr, report.json, "
                                           "convergence.png and labels.npy to --out.")
     source = run.add_mutually_exclusive_group()
-    source.add_argument("--data", type=Path, nargs="+",
-                        help="a .mat or .npz file, a .zarr store, an MNIST IDX directory, or .csv / .npy files (one "
-                             "per view)")
+    source.add_argument("--data", type=data_arg, nargs="+",
+                        help="a .mat or .npz file, a .zarr store (a path, or an fsspec URL such as "
+                             "s3://bucket/x.zarr), an MNIST IDX directory, or .csv / .npy files (one per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
     run.add_argument("--labels", type=Path,
                      help="a .csv or .npy file of labels for .csv / .npy views (other formats carry theirs)")
+    run.add_argument("--storage-options", type=storage_options_arg,
+                     help="JSON object of fsspec options (credentials, client_kwargs) for a --data URL")
     run.add_argument("--out", type=out_dir, required=True, help="output directory (created if missing)")
     run.add_argument("--scheduler", help="address of a running Dask scheduler (default: start a LocalCluster)")
     run.add_argument("--n-clusters", type=positive_int, help="k (default: number of distinct labels)")
@@ -143,7 +163,7 @@ def _is_view_file(path: Path) -> bool:
     """Whether a --data path holds one view (io.load_view_files), with labels from --labels."""
     from .io import VIEW_FILE_READERS
 
-    return path.suffix.lower() in VIEW_FILE_READERS
+    return isinstance(path, Path) and path.suffix.lower() in VIEW_FILE_READERS
 
 
 def _check_data(args: argparse.Namespace) -> None:
@@ -184,6 +204,16 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
 
     _check_data(args)
     store_path = args.out / "views.zarr"
+    url = args.data[0] if args.data is not None and len(args.data) == 1 and isinstance(args.data[0], str) else None
+    if args.storage_options is not None and url is None:
+        raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
+    if url is not None:  # an object store is read where it is, by the workers; the run's stages go into it
+        source = MultiViewStore(url, args.storage_options)
+        k = _n_clusters(args, source.labels, source.n_samples, url)
+        _check_parameters(args, source.n_samples, k)
+        log(f"using {url} where it is (the run's stages are written into it)")
+        args.out.mkdir(parents=True, exist_ok=True)
+        return source, url, k, None
     given = args.data[0] if args.data is not None and len(args.data) == 1 and is_store(args.data[0]) else None
     if given is not None and given.resolve() == store_path.resolve():
         source = MultiViewStore(given)
@@ -313,7 +343,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
-                  consensus_graph=args.consensus_graph, refine=args.refine, random_state=args.random_state)
+                  consensus_graph=args.consensus_graph, refine=args.refine, keep_graphs=True,
+                  random_state=args.random_state)
     model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
     return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
             # the stages before fusion, named apart from outofcore.STAGES (whose resume they would break)

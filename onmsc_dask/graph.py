@@ -379,12 +379,12 @@ class NormalizedHighOrderAffinity(LinearOperator):
 
 def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: int, n_nearest_landmarks: int,
                 n_ranked: int = 0, random_state: int | None = None) -> tuple[sp.csr_matrix, tuple | None]:
-    """The view's graph for ``solver``: the kNN affinity A (n x n), or the anchor matrix Z (n x m); and, when
-    ``n_ranked`` > 0 (kNN graphs; at least N), the view's ``n_ranked`` nearest neighbours (indices, distances) from
-    the same search, for ``rank_consensus_affinity``."""
+    """The view's graph for ``solver``: the kNN affinity A (n x n), or the anchor matrix Z (n x m) with its landmarks
+    (m x d, in the metric's space); and, for kNN graphs when ``n_ranked`` > 0 (at least N), the view's ``n_ranked``
+    nearest neighbours (indices, distances) from the same search, for ``rank_consensus_affinity``, else None."""
     if solver == "anchor":
         landmarks = select_landmarks(X, n_landmarks, random_state, metric=metric)
-        return anchor_affinity(X, landmarks, n_nearest_landmarks, metric), None
+        return anchor_affinity(X, landmarks, n_nearest_landmarks, metric), landmarks
     if not n_ranked:
         return view_affinity(X, n_neighbors, metric, random_state), None
     ind, dist = nearest_neighbors(X, n_ranked, metric, random_state)

@@ -123,7 +123,7 @@ def check_store_distinct(store: MultiViewStore, n_clusters: int, client: Any = N
     first = min(store.n_samples, DISTINCT_CHECK_ROWS)
     if n_distinct((row_ids(store.read_rows(p, 0, first)) for p in range(store.n_views)), n_clusters) >= n_clusters:
         return
-    path = str(store.path.resolve())
+    path = store.location
     views = _compute(client, *[[dask.delayed(_chunk_distinct_rows, pure=True)(path, p, s, e, n_clusters)
                                 for s, e in store.row_chunks(p)] for p in range(store.n_views)])
     if not any(c is None for chunks in views for c in chunks):
@@ -224,8 +224,8 @@ class _Run:
     computed: list[str] = field(default_factory=list)
 
     @property
-    def path(self) -> str:
-        return str(self.store.path.resolve())
+    def path(self) -> Any:
+        return self.store.location
 
     def stage(self, name: str, results: list[str], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """Read stage `name`'s results from the store, or compute, write and complete it (every stage after a

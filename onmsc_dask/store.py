@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
+from .location import Location, location
 from .validation import (check_finite, check_int, check_same_rows, check_view_names, user_warning, view_label,
                          view_list)
 
@@ -78,14 +79,19 @@ class MultiViewStore:
 
     Parameters
     ----------
-    path : str or os.PathLike
-        Directory of an existing store, as written by :meth:`create`.
+    path : str, os.PathLike or location.Location
+        Directory of an existing store, as written by :meth:`create`, or its fsspec URL (``s3://bucket/x.zarr``,
+        ``gs://``, ``memory://``, ``file://``; location.py).
+    storage_options : dict, optional
+        Options of the URL's fsspec file system (credentials, ``client_kwargs={"endpoint_url": ...}``).
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike | Location, storage_options: dict | None = None) -> None:
+        self.path = location(path, storage_options)
+        if isinstance(self.path, Location):
+            self.path.check_bucket()
         try:
-            self._root = zarr.open_group(self.path, mode="r", zarr_format=3)
+            self._root = _open_group(self.path, "r")
             attrs = self._root.attrs.asdict()
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"no readable onmsc-dask store at {self.path}: {exc}") from exc
@@ -142,6 +148,11 @@ class MultiViewStore:
                                  f"n_samples is {self.n_samples}")
             _check_written(labels, "labels", self.path)
 
+    @property
+    def location(self) -> str | Location:
+        """What tasks open the store from on any worker: the resolved local path, or the URL with its options."""
+        return self.path if isinstance(self.path, Location) else str(self.path.resolve())
+
     def __repr__(self) -> str:
         return (
             f"MultiViewStore({str(self.path)!r}, n_samples={self.n_samples}, "
@@ -151,7 +162,7 @@ class MultiViewStore:
     @classmethod
     def create(
         cls,
-        path: str | os.PathLike,
+        path: str | os.PathLike | Location,
         views: Sequence[ViewInput],
         y: Any = None,
         *,
@@ -159,6 +170,7 @@ class MultiViewStore:
         chunk_rows: int | None = None,
         metadata: dict | None = None,
         overwrite: bool = False,
+        storage_options: dict | None = None,
     ) -> "MultiViewStore":
         """Write `views` (numpy, scipy.sparse or dask arrays, n rows each) and labels `y` to `path`.
 
@@ -167,9 +179,10 @@ class MultiViewStore:
         computed whole; NaN or infinite values are an error. `chunk_rows` defaults to
         ~32 MB chunks for the widest view, at least 1024 rows, at most n. The store is
         written next to `path` and replaces it only when complete: a failed create leaves
-        `path` as it was, and dask views of the store being replaced are read before it goes.
+        `path` as it was, and dask views of the store being replaced are read before it goes. `path` may be an
+        fsspec URL with `storage_options`, as for opening.
         """
-        path = Path(path)
+        path = location(path, storage_options)
         views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views)]
         names = check_view_names(view_names, len(views))
         n = _check_views(views, names)
@@ -178,8 +191,8 @@ class MultiViewStore:
         rows = _default_chunk_rows(views, n) if chunk_rows is None else check_int("chunk_rows", chunk_rows)
         chunk_rows = min(rows, n)
 
-        def write(target: Path) -> None:
-            root = zarr.open_group(target, mode="w", zarr_format=3)
+        def write(target: Path | Location) -> None:
+            root = _open_group(target, "w")
             for p, view in enumerate(views):
                 _write_view(root, f"views/{p}", view, chunk_rows, view_label(p, names))
             if labels is not None:
@@ -195,12 +208,15 @@ class MultiViewStore:
                 }
             )
 
-        _write_then_replace(path, overwrite, write)
+        (_write_then_replace_url if isinstance(path, Location) else _write_then_replace)(path, overwrite, write)
         return cls(path)
 
     def copy(self, path: str | os.PathLike, *, stages: bool = True, overwrite: bool = False) -> "MultiViewStore":
         """Copy the store file by file (no view is read whole) to `path`; ``stages=False`` leaves out the stage
         results, so every stage of a run on the copy is computed."""
+        if isinstance(self.path, Location) or isinstance(location(path), Location):
+            raise ValueError(f"cannot copy store {self.path} to {path}: copy() copies local stores; an object store "
+                             "is read where it is")
         path, source = Path(path), self.path.resolve()
         target = path.resolve()
         if target == source or source in target.parents or target in source.parents:
@@ -291,7 +307,7 @@ class MultiViewStore:
         _check_key(name, "result name")
         params = _to_json(params, "params")
         digest = _params_hash(params)
-        stages = zarr.open_group(self.path, mode="r+", zarr_format=3).require_group("stages")
+        stages = _open_group(self.path, "r+").require_group("stages")
         if stage in stages and stages[stage].attrs.get("params_hash") != digest:
             del stages[stage]
         group = stages.require_group(stage)
@@ -337,7 +353,7 @@ class MultiViewStore:
     def _raise_damaged(self, stage: str, damage: str | None, cause: BaseException | None = None) -> None:
         if damage is not None:
             raise ValueError(f"store {self.path}: stage {stage!r} is damaged ({damage}); delete "
-                             f"{self.path / 'stages' / stage} and run again to recompute it") from cause
+                             f"{self.path}/stages/{stage} and run again to recompute it") from cause
 
     def _damage(self, stage: str, name: str | None = None) -> str | None:
         """What is wrong with the files of `stage` (of its result `name` only, if given) against the sizes and
@@ -345,16 +361,16 @@ class MultiViewStore:
         recorded = self._stage(stage).attrs.get("files")
         if recorded is None:
             return "no record of its files, written by an older onmsc-dask"
-        folder = self.path / "stages" / stage
+        fs, folder = _files(self.path, f"stages/{stage}")
         for rel, (size, crc) in recorded.items():
             if name is not None and rel.split("/", 1)[0] != name:
                 continue
-            file = folder / rel
-            if not file.is_file():
+            file = f"{folder}/{rel}"
+            if not fs.isfile(file):
                 return f"file {rel} is missing"
-            if file.stat().st_size != size:
-                return f"file {rel} has {file.stat().st_size} bytes, {size} were written"
-            if _crc32(file) != crc:
+            if fs.size(file) != size:
+                return f"file {rel} has {fs.size(file)} bytes, {size} were written"
+            if _crc32(fs, file) != crc:
                 return f"file {rel} does not match the checksum written with it"
         return None
 
@@ -377,10 +393,13 @@ class MultiViewStore:
         """Flag `stage` complete, recording the size and CRC-32 of each of its files (checked by has_stage and
         read_result); call after all its results are written."""
         self._stage(stage)
-        group = zarr.open_group(self.path, mode="r+", zarr_format=3)[f"stages/{stage}"]
-        folder = self.path / "stages" / stage
-        files = {f.relative_to(folder).as_posix(): [f.stat().st_size, _crc32(f)]
-                 for f in sorted(folder.rglob("*")) if f.is_file() and f.parent != folder}
+        group = _open_group(self.path, "r+")[f"stages/{stage}"]
+        fs, folder = _files(self.path, f"stages/{stage}")
+        files = {}
+        for file in sorted(fs.find(folder)):
+            rel = file[len(folder) + 1:]
+            if "/" in rel:  # the stage's own zarr.json, which these attributes go into, is not recorded
+                files[rel] = [fs.size(file), _crc32(fs, file)]
         group.attrs.update({"complete": True, "files": files})
 
     def finished_stages(self) -> list[str]:
@@ -392,7 +411,7 @@ class MultiViewStore:
     def update_metadata(self, **items: Any) -> None:
         """Add or replace entries of the store's ``metadata`` attribute."""
         self.metadata = {**self.metadata, **_to_json(items, "metadata")}
-        zarr.open_group(self.path, mode="r+", zarr_format=3).attrs["metadata"] = self.metadata
+        _open_group(self.path, "r+").attrs["metadata"] = self.metadata
 
     def stages(self) -> dict[str, dict]:
         """Params of every stage in the store (complete or not)."""
@@ -450,10 +469,21 @@ def _check_written(array: zarr.Array, name: str, path: Path) -> None:
                          "data; write the store with MultiViewStore.create (its fill values mark missing chunks)")
 
 
-def _crc32(path: Path) -> int:
+def _files(path: Path | Location, key: str) -> tuple[Any, str]:
+    """The fsspec file system of a store and the path of its node `key` there, freshly listed."""
+    import fsspec
+
+    if isinstance(path, Location):
+        fs = path.filesystem()
+        fs.invalidate_cache()  # zarr wrote through its own instance
+        return fs, f"{fs._strip_protocol(path.url)}/{key}"
+    return fsspec.filesystem("file"), (path.resolve() / key).as_posix()
+
+
+def _crc32(fs: Any, file: str) -> int:
     """CRC-32 of a file's bytes, read in blocks."""
     crc = 0
-    with open(path, "rb") as f:
+    with fs.open(file, "rb") as f:
         while block := f.read(1 << 24):
             crc = zlib.crc32(block, crc)
     return crc
@@ -511,6 +541,31 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
         path.rename(old)
     partial.rename(path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _open_group(path: Path | Location, mode: str) -> zarr.Group:
+    return path.open_group(mode) if isinstance(path, Location) else zarr.open_group(path, mode=mode, zarr_format=3)
+
+
+def _write_then_replace_url(target: Location, overwrite: bool, write: Callable[[Location], None]) -> None:
+    """_write_then_replace for an object store: `write` to URL.partial, then the old store goes and the new one is
+    copied in (object by object: unlike a local rename, not atomic)."""
+    target.check_bucket()
+    if target.exists():
+        if not overwrite:
+            raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
+        if not target.filesystem().exists(f"{target.url}/zarr.json"):
+            raise FileExistsError(f"{target} exists and is not a zarr store; refusing to overwrite it")
+    partial = Location(f"{target.url}.partial", target.storage_options)
+    partial.remove()
+    try:
+        write(partial)
+    except BaseException:
+        partial.remove()
+        raise
+    target.remove()
+    target.filesystem().copy(f"{partial.url}/", f"{target.url}/", recursive=True)
+    partial.remove()
 
 
 # ------------------------------------------------------------------- writing

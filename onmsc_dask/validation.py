@@ -144,7 +144,7 @@ def _ndim(X) -> int:
     """np.ndim, or 2 for ragged nested lists (check_view then names the view)."""
     try:
         return np.ndim(X)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: an array-like refusing NumPy functions (np.asarray reads it)
         return 2
 
 

@@ -1,31 +1,14 @@
 """A real Dask cluster for tests: a `dask scheduler` process and `dask worker` processes."""
 import os
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 from distributed import Client
 
+from processes import free_port, stop
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for proc in reversed(procs):
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class Cluster:
@@ -33,13 +16,13 @@ class Cluster:
     worker), started and stopped by the test."""
 
     def __init__(self, tmp: Path, n_workers: int, nanny: bool = True) -> None:
-        self.tmp, self.nanny, self.address = tmp, nanny, f"tcp://127.0.0.1:{_free_port()}"
+        self.tmp, self.nanny, self.address = tmp, nanny, f"tcp://127.0.0.1:{free_port()}"
         self.scheduler = self._spawn(["dask", "scheduler", "--host", "127.0.0.1", "--port",
                                       self.address.rsplit(":", 1)[1], "--dashboard-address", ":0", "--no-show"])
         self.workers = [self.add_worker() for _ in range(n_workers)]
 
     def _spawn(self, command: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen(command, env=ENV, cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def add_worker(self) -> subprocess.Popen:
         return self._spawn(["dask", "worker", self.address, "--nworkers", "1", "--nthreads", "1",
@@ -61,4 +44,4 @@ class Cluster:
             proc.wait()
 
     def stop(self) -> None:
-        _stop(self.workers + [self.scheduler])
+        stop(self.workers + [self.scheduler])

@@ -120,7 +120,7 @@ def test_clone_and_get_params():
                       "n_nearest_landmarks": 4,
                       "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
                       "eigenvalue_scaling": True, "drop_unrelated_views": True, "consensus_graph": "auto",
-                      "refine": True, "random_state": 42}
+                      "refine": True, "keep_graphs": False, "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
     twin.set_params(order=1, n_clusters=3)
@@ -549,7 +549,7 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
     if fusion == "late":  # the labels are refined on the related views' graphs only
         from onmsc_dask.assign import refine_labels
 
-        plain = ONMSC(10, refine=False, random_state=0).fit(noisy)
+        plain = ONMSC(10, refine=False, keep_graphs=True, random_state=0).fit(noisy)
         np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], est.labels_)
     off = ONMSC(10, fusion=fusion, drop_unrelated_views=False, random_state=0).fit(noisy)
     assert off.related_views_.all() and off.view_weights_[3] > 0
@@ -679,7 +679,7 @@ def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_
     views, y = small_digits
     kw = dict(embedding=embedding, n_landmarks=60) if embedding == "anchor" else dict(embedding=embedding)
     with dask.config.set(scheduler="sync"):
-        plain = ONMSC(10, refine=False, tol=1e-3, random_state=0, **kw).fit(views)
+        plain = ONMSC(10, refine=False, tol=1e-3, keep_graphs=True, random_state=0, **kw).fit(views)
         refined = ONMSC(10, tol=1e-3, random_state=0, **kw).fit(views)
     assert plain.refinement_objective_.size == 0 and "refine" not in plain.timings_
     graphs = [G for G, kept in zip(plain.view_graphs_, plain.related_views_) if kept]

@@ -282,8 +282,9 @@ def test_build_graph_dispatch():
     ref_ind, ref_dist = nearest_neighbors(X, 20, "euclidean")
     np.testing.assert_array_equal(ind, ref_ind)
     np.testing.assert_allclose(dist, ref_dist)
-    Z, none = build_graph(X, "anchor", **kw)
-    assert Z.shape == (80, 10) and none is None
+    Z, landmarks = build_graph(X, "anchor", **kw)
+    assert Z.shape == (80, 10) and landmarks.shape == (10, 3)
+    np.testing.assert_array_equal(Z.toarray(), anchor_affinity(X, landmarks, 3, "euclidean").toarray())
     Z2 = build_graph(X, "anchor", **kw)[0]
     np.testing.assert_array_equal(Z.toarray(), Z2.toarray())  # seeded landmarks are deterministic
 

@@ -1,0 +1,239 @@
+"""New samples (``ONMSC.predict`` / ``transform``): each view's new row -> its r nearest landmarks -> its row z of
+an anchor matrix Z -> its share z P_p of the fusion target T (Eq. 12) -> H* = polar factor -> the read-out's label.
+
+P_p (m x width) folds the view's embedding map M_p^(o) (H_p^(o) = Z_p M_p^(o)), its eigenvalue scaling, rotation
+W_p^(o), weight mu_p and its block of F's map, so T(x) = sum_p z_p(x) P_p. For an anchor graph M_p is exact: its
+eigenvectors satisfy A H = H diag(s), A = Z Lambda^-1 Z^T, so H = Z (Lambda^-1 Z^T H diag(s)^-1) (``anchor_map``;
+the anchor-graph out-of-sample extension). A kNN graph has no landmarks: its H_p^(o) and F are regressed on an anchor
+matrix of landmarks chosen for the purpose (``regression_map``), an approximation (docs/predict.md).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .assign import normalize_rows
+from .cluster import scattered
+from .graph import anchor_affinity, inv_sqrt, select_landmarks
+from .spectral import anchor_column_sums
+from .validation import check_finite, check_landmarks, check_same_rows, view_label, view_list
+
+__all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
+
+#: ridge of regression_map, relative to the mean diagonal of Z^T Z
+RIDGE = 1e-6
+
+
+def extension_landmarks(n_landmarks: int | None, n_nearest: int, n_clusters: int, n_samples: int,
+                        width: int) -> int | None:
+    """m of a kNN fit's extension landmarks (validation.check_landmarks, as for an anchor graph), or None when the
+    samples are too few for more landmarks than the embedding width."""
+    try:
+        return check_landmarks(n_landmarks, n_nearest, n_clusters, n_samples, width)
+    except ValueError:
+        return None
+
+
+def landmark_graph(X, n_landmarks: int, n_nearest: int, metric: str, seed: int | None) -> tuple[np.ndarray,
+                                                                                                  sp.csr_matrix]:
+    """Landmarks (graph.select_landmarks) and the anchor matrix Z of a view, for a kNN fit's extension."""
+    landmarks = select_landmarks(X, n_landmarks, seed, metric=metric)
+    return landmarks, anchor_affinity(X, landmarks, n_nearest, metric)
+
+
+def anchor_map(Z: sp.spmatrix, H: np.ndarray) -> np.ndarray:
+    """M with H = Z M for eigenvectors H of the anchor graph A = Z Lambda^-1 Z^T (Lambda = Z^T 1): M = Lambda^-1 Z^T
+    H diag(s)^-1, s = diag(H^T A H) their eigenvalues."""
+    lam = anchor_column_sums(Z)
+    ZtH = np.asarray(Z.T @ H)
+    s = np.einsum("mk,mk,m->k", ZtH, ZtH, np.where(lam > 0, 1.0 / np.where(lam > 0, lam, 1.0), 0.0))
+    return inv_sqrt(lam)[:, None] ** 2 * ZtH / np.maximum(s, np.finfo(float).tiny)
+
+
+def regression_map(Z: sp.spmatrix, H: np.ndarray) -> np.ndarray:
+    """M minimising ||Z M - H||^2 + ridge ||M||^2 (ridge = RIDGE x the mean diagonal of Z^T Z)."""
+    G = np.asarray((Z.T @ Z).todense())
+    ridge = RIDGE * max(np.trace(G) / len(G), np.finfo(float).tiny)
+    return np.linalg.solve(G + ridge * np.eye(len(G)), np.asarray(Z.T @ H))
+
+
+def refinement_map(Z: sp.spmatrix, labels: np.ndarray, k: int) -> np.ndarray:
+    """C (m x k) with z(x) C = the distances of a sample with anchor row z(x) to each cluster in one step of
+    assign.refine_labels on this anchor graph: d(x) within_c / vol_c^2 - 2 links_c(x) / vol_c, where with b = z
+    Lambda^-1/2 (B = Z Lambda^-1/2, A = B B^T) links_c(x) = b (B^T Y)_c and the degree d(x) = b B^T 1."""
+    scale = inv_sqrt(anchor_column_sums(Z))
+    B = (Z @ sp.diags(scale)).tocsr()
+    K = np.asarray(B.T @ np.eye(k)[labels])  # B^T Y, m x k
+    u = np.asarray(B.T @ np.ones(B.shape[0])).ravel()  # B^T 1
+    within, volume = np.einsum("mc,mc->c", K, K), u @ K  # assoc(c, c) = ||B^T y_c||^2, vol(c) = 1^T B B^T y_c
+    volume = np.where(volume > 0, volume, np.inf)
+    return scale[:, None] * (np.outer(u, within / volume**2) - 2 * K / volume)
+
+
+@dataclass
+class ViewExtension:
+    """What a new row of one (fused) view needs: its landmarks and the maps of its anchor row."""
+
+    landmarks: np.ndarray  # m x d, in the metric's space (graph.landmark_centres)
+    metric: str
+    n_nearest: int
+    target: np.ndarray  # P_p, m x width: z_p(x) P_p is the view's share of T(x)
+    refinement: np.ndarray | None  # m x k: the view's share of the label refinement's distances (anchor graphs)
+
+    def anchor_rows(self, X) -> sp.csr_matrix:
+        return anchor_affinity(X, self.landmarks, self.n_nearest, self.metric)
+
+
+@dataclass
+class Extension:
+    """ONMSC's fitted model for new samples: per view its ViewExtension (None for a view left out of the fusion)."""
+
+    views: list[ViewExtension | None]
+    to_embedding: np.ndarray  # R, width x width: H*(x) = T(x) R (polar factor of T)
+    readout_target: bool  # labels from T's rows (width > k) or from H*'s (assign.readout)
+    centres: np.ndarray  # k x width, mean row-normalized read-out of each cluster's fitted samples
+
+    def target(self, views: list) -> tuple[np.ndarray, np.ndarray | None]:
+        """T(x) of rows of every view, and the refinement distances (None without refinement maps)."""
+        T, D = 0.0, None
+        for X, ext in zip(views, self.views):
+            if ext is None:
+                continue
+            z = ext.anchor_rows(X)
+            T = T + z @ ext.target
+            if ext.refinement is not None:
+                D = z @ ext.refinement if D is None else D + z @ ext.refinement
+        return np.asarray(T), D
+
+    def transform(self, views: list) -> np.ndarray:
+        """H*(x), n_new x width."""
+        return self.target(views)[0] @ self.to_embedding
+
+    def predict(self, views: list) -> np.ndarray:
+        """Labels: the label refinement's assignment step when fitted with it on anchor graphs, else the nearest
+        centre of the row-normalized read-out."""
+        T, D = self.target(views)
+        if D is not None:
+            return np.asarray(D).argmin(axis=1).astype(np.int64)
+        R = normalize_rows(T if self.readout_target else T @ self.to_embedding)
+        return ((R[:, None, :] - self.centres[None]) ** 2).sum(axis=2).argmin(axis=1).astype(np.int64)
+
+
+def polar_transform(T: np.ndarray) -> np.ndarray:
+    """R with polar(T) = T R: V diag(1/sigma) V^T from the SVD T = U diag(sigma) V^T."""
+    _, sigma, Vt = np.linalg.svd(T, full_matrices=False)
+    return (Vt.T / np.maximum(sigma, np.finfo(float).tiny)) @ Vt
+
+
+def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H: np.ndarray, scales: np.ndarray,
+                    F: np.ndarray, fused, used: np.ndarray, lambda1: float, labels: np.ndarray, k: int,
+                    anchor: bool, refined: bool) -> Extension:
+    """The Extension of a late fusion: ``graphs`` per view (landmarks, Z, metric, r), H (v, O, n, width) and the
+    per-order scales its eigenvectors were fused with (v, O, width: eigenvalues^1/2, or ones), F, the
+    fusion.LateFusionResult ``fused`` of the views ``used`` (indices), lambda1 and the final labels. ``anchor``:
+    the Z are the view graphs (exact maps), else regressions; ``refined``: predict by the refinement's step."""
+    fit_map = anchor_map if anchor else regression_map
+    Z_avg = sp.hstack([graphs[p][1] for p in used]).tocsr() / len(used)
+    F_map, offsets = fit_map(Z_avg, F), np.cumsum([0] + [graphs[p][1].shape[1] for p in used])
+    views: list[ViewExtension | None] = [None] * len(graphs)
+    for i, p in enumerate(used):
+        landmarks, Z, metric, r = graphs[p]
+        P = lambda1 * F_map[offsets[i]:offsets[i + 1]] / len(used)  # F(x) = z_avg(x) F_map, z_avg = [z_p] / v
+        for o in range(fused.rotations.shape[1]):
+            M = fit_map(Z, H[p, o]) if (o == 0 or not anchor) else M  # an anchor graph's H^(o) is H^(1)
+            P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]
+        views[p] = ViewExtension(landmarks, metric, r, P, refinement_map(Z, labels, k) if refined else None)
+    readout_target = fused.embedding.shape[1] > k
+    R = normalize_rows(fused.target if readout_target else fused.embedding)
+    centres = np.stack([R[labels == c].mean(axis=0) if np.any(labels == c) else np.full(R.shape[1], np.inf)
+                        for c in range(k)])
+    return Extension(views, polar_transform(fused.target), readout_target, centres)
+
+
+# ------------------------------------------------------------------ inputs
+
+#: rows of numpy / sparse input handled at once (bounds the n x m distances of the landmark search)
+BLOCK_ROWS = 8192
+
+
+def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> list:
+    """Each view 2-D with its fitted number of features, finite, all with the same number of rows."""
+    if len(views) != len(n_features):
+        raise ValueError(f"got {len(views)} views, the model was fitted on {len(n_features)}")
+    for p, (X, d) in enumerate(zip(views, n_features)):
+        if X.dtype.kind == "O":  # numbers held as objects, as fit takes them
+            try:
+                views[p] = X = X.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{view_label(p, names)}: is not a numeric n x d array ({exc})") from None
+        if X.ndim != 2 or X.shape[1] != d:
+            raise ValueError(f"{view_label(p, names)}: has shape {X.shape}, expected (n, {d}) as in the fit")
+        if X.dtype.kind not in "biuf":
+            raise ValueError(f"{view_label(p, names)}: has dtype {X.dtype}, expected a numeric matrix")
+    check_same_rows([X.shape[0] for X in views], names)
+    return views
+
+
+def _block(ext: Extension, method: str, *blocks) -> np.ndarray:
+    """``method`` ("predict" or "transform") of row blocks of every view, after checking they are finite."""
+    for p, X in enumerate(blocks):
+        check_finite(X, view_label(p))
+    return getattr(ext, method)(list(blocks))
+
+
+def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.ndarray:
+    """``method`` of rows start:stop of a store's views (one task: read and map a row chunk)."""
+    from .store import MultiViewStore
+
+    store = MultiViewStore(path)
+    blocks = [store.read_rows(p, start, stop) if ext.views[p] is not None else None for p in range(store.n_views)]
+    return getattr(ext, method)(blocks)
+
+
+def apply(ext: Extension, views, method: str, n_features: list[int], names: list[str] | None = None,
+          storage_options: dict | None = None):
+    """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out), dask arrays (dask out,
+    computed chunk by chunk, row-chunked like the first view), or a MultiViewStore, its path or URL (numpy out,
+    each stored row chunk read and mapped by one task)."""
+    import dask
+    import dask.array as da
+
+    from .location import Location
+    from .store import MultiViewStore
+
+    width = ext.to_embedding.shape[0]
+    if isinstance(views, (str, os.PathLike, Location)):
+        views = MultiViewStore(views, storage_options)
+    if isinstance(views, MultiViewStore):
+        _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
+        shared = scattered(ext, broadcast=True)
+        parts = [da.from_delayed(dask.delayed(_store_rows, pure=True)(views.location, shared, method, s, e),
+                                 (e - s,) if method == "predict" else (e - s, width),
+                                 np.int64 if method == "predict" else np.float64) for s, e in views.row_chunks(0)]
+        return da.concatenate(parts).compute()
+    views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+                         for X in view_list(views)], n_features, names)
+    if any(isinstance(X, da.Array) for X in views):
+        views = [X if isinstance(X, da.Array) else da.from_array(X) for X in views]
+        rows = views[0].chunks[0]
+        views = [X.rechunk((rows, -1)) for X in views]
+        kwargs = dict(drop_axis=1, dtype=np.int64) if method == "predict" else dict(chunks=(rows, (width,)),
+                                                                                     dtype=np.float64)
+        return da.map_blocks(_block, scattered(ext, broadcast=True), method, *views,
+                             meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
+    n = views[0].shape[0]
+    return np.concatenate([_block(ext, method, *(X[s:s + BLOCK_ROWS] for X in views))
+                           for s in range(0, n, BLOCK_ROWS)]) if n else (
+        np.empty(0, np.int64) if method == "predict" else np.empty((0, width)))
+
+
+@dataclass
+class _Shape:
+    """A stand-in with a store view's shape, for _check_rows."""
+
+    shape: tuple[int, int]
+    ndim: int = 2
+    dtype: np.dtype = np.dtype(np.float64)

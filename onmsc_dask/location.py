@@ -1,0 +1,94 @@
+"""Where a MultiViewStore lives: a local directory, or an fsspec URL (s3://, gs://, az://, memory://, ...) with its
+storage_options, checked so that a wrong URL is a one-line error naming it, never a local directory."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zarr
+
+__all__ = ["Location", "is_url", "location"]
+
+#: URL schemes that are local paths (file:// URLs become plain paths)
+_LOCAL = ("file", "local")
+
+
+def is_url(path: Any) -> bool:
+    """Whether `path` is a URL with a scheme (``s3://b/x.zarr``), not a local path."""
+    return isinstance(path, str) and "://" in path and path.split("://", 1)[0].replace("+", "").isalnum()
+
+
+@dataclass(frozen=True)
+class Location:
+    """An fsspec URL and its storage_options (picklable: tasks open the store on the workers from it)."""
+
+    url: str
+    storage_options: dict = field(default_factory=dict, hash=False)
+
+    @property
+    def protocol(self) -> str:
+        return self.url.split("://", 1)[0]
+
+    def __str__(self) -> str:
+        return self.url
+
+    def filesystem(self) -> Any:
+        """The fsspec file system of the URL: an uninstalled scheme or bad storage_options is a one-line error."""
+        import fsspec
+
+        try:
+            cls = fsspec.get_filesystem_class(self.protocol)
+        except (ImportError, ValueError) as exc:
+            raise ValueError(f"{self.url}: URL scheme {self.protocol!r} is not available ({exc})") from None
+        try:
+            return cls(**self.storage_options)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self.url}: storage_options {sorted(self.storage_options)} do not suit "
+                             f"{self.protocol}:// ({exc})") from None
+
+    def check_bucket(self) -> None:
+        """An object store's bucket (the URL's first path component) must exist and be readable with the
+        credentials: a missing bucket or a refused credential is a one-line error naming it."""
+        fs = self.filesystem()
+        if self.protocol == "memory":
+            return
+        bucket = fs._strip_protocol(self.url).split("/", 1)[0]
+        try:
+            fs.info(bucket)
+        except FileNotFoundError:
+            raise ValueError(f"{self.url}: bucket {bucket!r} does not exist") from None
+        except PermissionError as exc:
+            raise ValueError(f"{self.url}: access to bucket {bucket!r} denied; check the credentials in "
+                             f"storage_options or the environment ({' '.join(str(exc).split())})") from None
+        except OSError as exc:
+            raise ValueError(f"{self.url}: cannot reach bucket {bucket!r} ({' '.join(str(exc).split())})") from None
+
+    def open_group(self, mode: str) -> zarr.Group:
+        return zarr.open_group(self.url, mode=mode, zarr_format=3, storage_options=self.storage_options or None)
+
+    def exists(self) -> bool:
+        fs = self.filesystem()
+        fs.invalidate_cache()  # zarr wrote through its own instance
+        return fs.exists(self.url)
+
+    def remove(self) -> None:
+        fs = self.filesystem()
+        if self.exists():
+            fs.rm(self.url, recursive=True)
+
+
+def location(path: str | os.PathLike | Location, storage_options: dict | None = None) -> Path | Location:
+    """A local Path (for a path or a file:// URL) or a checked :class:`Location` (for any other URL)."""
+    if isinstance(path, Location):
+        return path
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}")
+    if not is_url(path):
+        if storage_options:
+            raise ValueError(f"storage_options apply to URLs (s3://, gs://, memory://, ...), not the local path {path}")
+        return Path(path)
+    if path.split("://", 1)[0] in _LOCAL:
+        return Path(path.split("://", 1)[1])
+    return Location(path.rstrip("/"), dict(storage_options or {}))

@@ -1,0 +1,188 @@
+"""Stores in object stores: a real S3 server (moto in server mode on 127.0.0.1) holds the views, and a real Dask
+scheduler with two worker processes, in a directory of their own, reads their chunks from it."""
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import fsspec
+from fsspec.registry import known_implementations
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from onmsc_dask.api import ONMSC
+from onmsc_dask.outofcore import fit_store
+from onmsc_dask.store import MultiViewStore
+from clusters import Cluster
+from processes import free_port, stop
+
+boto3 = pytest.importorskip("boto3")
+pytest.importorskip("s3fs")
+pytest.importorskip("moto.server")
+
+PARAMS = dict(n_landmarks=60, random_state=0, n_init=3)
+
+
+def _moto(env: dict | None = None):
+    """A moto S3 server subprocess on a free port of 127.0.0.1, and its endpoint URL, once it answers."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
+            return proc, endpoint
+        except OSError:
+            time.sleep(0.1)
+    stop([proc])
+    pytest.fail("the moto S3 server did not start")
+
+
+def _options(endpoint: str, key: str = "testing", secret: str = "testing") -> dict:
+    return {"key": key, "secret": secret, "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+
+
+def _s3(endpoint: str, options: dict):
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=options["key"],
+                        aws_secret_access_key=options["secret"], region_name="us-east-1")
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """Storage options of a running moto S3 server with a bucket "views"."""
+    proc, endpoint = _moto()
+    options = _options(endpoint)
+    _s3(endpoint, options).create_bucket(Bucket="views")
+    yield options
+    stop([proc])
+
+
+def _views(n: int = 600) -> tuple[list[np.ndarray], np.ndarray]:
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    return [X[:n], (X[:n] @ rng.standard_normal((64, 16))).astype(np.float32), np.sqrt(X[:n])], y[:n]
+
+
+def test_memory_url_is_no_local_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    views, y = _views(200)
+    store = MultiViewStore.create("memory://onmsc-test/a.zarr", views, y, chunk_rows=64)
+    again = MultiViewStore("memory://onmsc-test/a.zarr")
+    np.testing.assert_array_equal(again.read_view(1), views[1])
+    assert again.read_view(1).dtype == np.float32 and again.row_chunks(0)[1] == (64, 128)
+    store.write_result("s", "x", np.arange(3.0), {"p": 1})
+    store.mark_complete("s")
+    assert again.has_stage("s", {"p": 1}, ["x"])
+    with pytest.raises(FileExistsError, match="already exists"):
+        MultiViewStore.create("memory://onmsc-test/a.zarr", views)
+    assert list(tmp_path.iterdir()) == []  # nothing local, no "memory:" directory
+
+
+def test_uninstalled_scheme_missing_bucket_and_bad_options_are_one_line_errors(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    missing = next((p for p in sorted(known_implementations) if not _importable(p)), None)
+    if missing is not None:
+        with pytest.raises(ValueError, match=f"URL scheme '{missing}' is not available"):
+            MultiViewStore(f"{missing}://bucket/x.zarr")
+    with pytest.raises(ValueError, match="bucket 'no-such-bucket' does not exist"):
+        MultiViewStore.create("s3://no-such-bucket/x.zarr", _views(50)[0], storage_options=s3)
+    with pytest.raises(ValueError, match="bucket 'no-such-bucket' does not exist"):
+        MultiViewStore("s3://no-such-bucket/x.zarr", storage_options=s3)
+    with pytest.raises(ValueError, match="no readable onmsc-dask store at s3://views/absent.zarr"):
+        MultiViewStore("s3://views/absent.zarr", storage_options=s3)
+    with pytest.raises(ValueError, match="storage_options apply to URLs"):
+        MultiViewStore(tmp_path / "x.zarr", storage_options=s3)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _importable(protocol: str) -> bool:
+    try:
+        fsspec.get_filesystem_class(protocol)
+        return True
+    except (ImportError, ValueError):
+        return False
+
+
+def test_bad_credential_is_a_one_line_error_naming_the_bucket():
+    """moto checks signatures once its first 3 (setup) calls are done: a user with S3 rights and a bucket."""
+    proc, endpoint = _moto({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+    try:
+        iam = boto3.client("iam", endpoint_url=endpoint, aws_access_key_id="setup", aws_secret_access_key="setup",
+                           region_name="us-east-1")
+        iam.create_user(UserName="onmsc")
+        iam.put_user_policy(UserName="onmsc", PolicyName="s3", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        key = iam.create_access_key(UserName="onmsc")["AccessKey"]
+        good = _options(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
+        _s3(endpoint, good).create_bucket(Bucket="private")
+        bad = _options(endpoint, key["AccessKeyId"], "not-the-secret")
+        for call in (lambda: MultiViewStore("s3://private/x.zarr", storage_options=bad),
+                     lambda: MultiViewStore.create("s3://private/x.zarr", _views(50)[0], storage_options=bad)):
+            with pytest.raises(ValueError, match="access to bucket 'private' denied; check the credentials") as info:
+                call()
+            assert "\n" not in str(info.value)
+    finally:
+        stop([proc])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A `dask scheduler` and two `dask worker` processes that run in a directory of their own (they share no
+    files with the test, which keeps its stores in its own temporary directory or in S3)."""
+    from distributed import Client
+
+    home = tmp_path_factory.mktemp("cluster")
+    real = Cluster(home, 2, nanny=False)  # every process runs in `home`
+    try:
+        with Client(real.address, timeout="60s", set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield real.address
+    finally:
+        real.stop()
+
+
+def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp_path):
+    """The CLI on an s3:// store, on a scheduler whose two workers read every chunk from S3 themselves: the labels
+    of a local-store fit with the same seed, and the run's stages are in the bucket."""
+    from distributed import Client, get_task_stream
+
+    views, y = _views()
+    local = MultiViewStore.create(tmp_path / "local.zarr", views, y, chunk_rows=128)
+    expected = fit_store(local, 10, n_landmarks=60, random_state=0).labels  # in this process only
+    url = "s3://views/digits.zarr"
+    MultiViewStore.create(url, views, y, chunk_rows=128, storage_options=s3, overwrite=True)
+    out = tmp_path / "run"
+    with Client(cluster, set_as_default=False) as client, get_task_stream(client) as stream:
+        proc = subprocess.run([sys.executable, "-m", "onmsc_dask", "run", "--data", url, "--storage-options",
+                               json.dumps(s3), "--embedding", "anchor", "--n-landmarks", "60", "--scheduler", cluster,
+                               "--out", str(out)], capture_output=True, text=True, timeout=300)
+        workers = set(client.scheduler_info()["workers"])
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), expected)
+    assert sorted(p.name for p in out.iterdir()) == ["convergence.png", "labels.npy", "report.json"]  # no store
+    ran = {(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0] for t in stream.data}
+    assert {"_chunk_scan", "_anchor_block", "_z_rows"} <= ran, ran
+    assert {t["worker"] for t in stream.data} == workers and len(workers) == 2
+    stored = MultiViewStore(url, storage_options=s3)
+    assert {"landmarks", "anchor_graph", "labels", "onmsc"} <= set(stored.stages())
+    np.testing.assert_array_equal(stored.read_result("labels", "labels"), expected)
+
+
+def test_estimator_fits_a_store_url(s3):
+    views, y = _views(300)
+    MultiViewStore.create("s3://views/small.zarr", views, y, chunk_rows=100, storage_options=s3, overwrite=True)
+    est = ONMSC(10, n_init=3, random_state=0)
+    np.testing.assert_array_equal(est.fit("s3://views/small.zarr", storage_options=s3).labels_,
+                                  ONMSC(10, n_init=3, random_state=0).fit(views).labels_)
+
+
+def test_overwrite_replaces_an_s3_store(s3):
+    views, y = _views(120)
+    MultiViewStore.create("s3://views/o.zarr", views, y, storage_options=s3, overwrite=True)
+    again = MultiViewStore.create("s3://views/o.zarr", views[:2], storage_options=s3, overwrite=True)
+    assert again.n_views == 2 and again.labels is None
+    assert not fsspec.filesystem("s3", **s3).exists("views/o.zarr.partial")

@@ -1,0 +1,133 @@
+"""ONMSC.predict / transform of new samples (extend.py): exact for anchor graphs, a landmark regression for kNN."""
+import pickle
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_digits
+from sklearn.exceptions import NotFittedError
+
+from onmsc_dask.api import ONMSC
+from onmsc_dask.metrics import evaluate
+from onmsc_dask.store import MultiViewStore
+
+ANCHOR = dict(embedding="anchor", n_landmarks=60, n_init=3, random_state=0)
+
+
+def _views(n: int = 700) -> tuple[list[np.ndarray], np.ndarray]:
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    return [X[:n], X[:n] @ rng.standard_normal((64, 16)), np.sqrt(X[:n])], y[:n]
+
+
+@pytest.fixture(scope="module")
+def anchor_fit():
+    views, y = _views()
+    return ONMSC(10, **ANCHOR).fit([X[:600] for X in views]), views, y
+
+
+@pytest.mark.parametrize("refine", [True, False])
+def test_anchor_extension_is_exact_on_the_fitted_samples(refine):
+    views, _ = _views(600)
+    model = ONMSC(10, **ANCHOR, refine=refine).fit(views)
+    np.testing.assert_allclose(model.transform(views), model.embedding_, atol=1e-8)
+    np.testing.assert_array_equal(model.predict(views), model.labels_)
+
+
+def test_new_samples_score_like_the_fitted_ones(anchor_fit):
+    model, views, y = anchor_fit
+    new = model.predict([X[600:] for X in views])
+    assert new.shape == (100,) and new.dtype == np.int64
+    fitted, held_out = evaluate(y[:600], model.labels_)["acc"], evaluate(y[600:], new)["acc"]
+    assert held_out > fitted - 0.1, (fitted, held_out)
+
+
+def test_numpy_sparse_dask_and_store_inputs_agree(anchor_fit, tmp_path):
+    model, views, y = anchor_fit
+    new = [X[600:] for X in views]
+    expected, H = model.predict(new), model.transform(new)
+    before = [X.copy() for X in new]
+    out = model.predict([sp.csr_matrix(X) for X in new])
+    np.testing.assert_array_equal(out, expected)
+    lazy = model.predict([da.from_array(X, chunks=(30, -1)) for X in new])
+    assert isinstance(lazy, da.Array) and lazy.numblocks == (4,)
+    np.testing.assert_array_equal(lazy.compute(), expected)
+    lazy_H = model.transform([da.from_array(new[0], chunks=(45, -1)), new[1], new[2]])
+    assert isinstance(lazy_H, da.Array) and lazy_H.shape == H.shape
+    np.testing.assert_allclose(lazy_H.compute(), H, atol=1e-12)
+    store = MultiViewStore.create(tmp_path / "new.zarr", new, chunk_rows=32)
+    np.testing.assert_array_equal(model.predict(store), expected)
+    np.testing.assert_array_equal(model.predict(str(tmp_path / "new.zarr")), expected)
+    for X, Y in zip(new, before):
+        np.testing.assert_array_equal(X, Y)  # the input is not modified
+
+
+def test_inputs_on_a_cluster_send_no_large_graph(anchor_fit, tmp_path):
+    """The model (landmarks and maps) goes to the workers once, by scatter, not inside each task graph."""
+    from distributed import Client, LocalCluster
+
+    model, views, _ = anchor_fit
+    store = MultiViewStore.create(tmp_path / "big.zarr", [np.tile(X, (40, 1)) for X in views], chunk_rows=4000)
+    expected = np.tile(model.predict(views), 40)
+    ext_bytes = len(pickle.dumps(model.extension_))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster), warnings.catch_warnings(), \
+            dask.config.set({"distributed.admin.large-graph-warning-threshold": f"{ext_bytes // 2}B"}):
+        warnings.simplefilter("error")  # "Sending large graph" is a UserWarning
+        lazy = model.predict([store.view_dask(p) for p in range(3)])
+        np.testing.assert_array_equal(lazy.compute(), expected)
+        np.testing.assert_array_equal(model.predict(store), expected)
+
+
+def test_knn_extension_agrees_with_the_fit():
+    views, y = _views(600)
+    model = ONMSC(10, n_init=3, random_state=0).fit(views)
+    assert model.embedding_solver_ == "exact"
+    assert np.mean(model.predict(views) == model.labels_) >= 0.9  # 0.945 (docs/predict.md)
+    H = model.transform(views)  # the same subspace as H*: small principal angles
+    cosines = np.linalg.svd(model.embedding_.T @ (H / np.linalg.norm(H, axis=0)), compute_uv=False)
+    assert cosines.min() > 0.9, cosines
+
+
+def test_bad_new_samples_are_named_errors(anchor_fit):
+    model, views, _ = anchor_fit
+    new = [X[600:] for X in views]
+    with pytest.raises(ValueError, match="got 2 views, the model was fitted on 3"):
+        model.predict(new[:2])
+    with pytest.raises(ValueError, match=r"view 1: has shape \(100, 15\), expected \(n, 16\)"):
+        model.predict([new[0], new[1][:, :15], new[2]])
+    bad = new[2].copy()
+    bad[7, 3] = np.nan
+    with pytest.raises(ValueError, match="view 2: contains NaN"):
+        model.predict([new[0], new[1], bad])
+    with pytest.raises(NotFittedError):
+        ONMSC(10).predict(new)
+    early = ONMSC(10, fusion="early", n_init=2, random_state=0).fit([X[:200] for X in views])
+    with pytest.raises(ValueError, match="predict needs a late-fusion fit"):
+        early.predict(new)
+
+
+def test_fitted_model_keeps_graphs_only_on_request(anchor_fit):
+    model, views, _ = anchor_fit
+    assert not hasattr(model, "view_graphs_")
+    kept = ONMSC(10, **ANCHOR, keep_graphs=True).fit([X[:600] for X in views])
+    assert [G.shape for G in kept.view_graphs_] == [(600, 60)] * 3
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.predict([X[600:] for X in views]), model.predict([X[600:] for X in views]))
+    np.testing.assert_array_equal(model.n_features_in_, [64, 16, 64])
+
+
+def test_fit_on_a_cluster_sends_the_views_once_not_in_the_graph():
+    """ONMSC.fit scatters each in-memory view to the workers: no task graph carries one (threshold below a view)."""
+    from distributed import Client, LocalCluster
+
+    views, y = _views(600)
+    expected = ONMSC(10, **ANCHOR).fit(views).labels_
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster), warnings.catch_warnings(), \
+            dask.config.set({"distributed.admin.large-graph-warning-threshold": f"{views[1].nbytes // 2}B"}):
+        warnings.simplefilter("error", UserWarning)
+        np.testing.assert_array_equal(ONMSC(10, **ANCHOR).fit(views).labels_, expected)
