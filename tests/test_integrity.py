@@ -189,3 +189,22 @@ def test_a_hand_made_store_whose_fill_value_could_pass_for_data(tmp_path, array)
     with pytest.raises(ValueError, match=rf"array {array} has 1 of its \d+ chunk files missing, and its fill value 0(\.0)? "
                                          "would be read there as data"):
         MultiViewStore(tmp_path / "h.zarr")
+
+
+def test_codec_errors_reading_a_result_name_the_stage(fitted, tmp_path):
+    """Read without the stage check (read_result_rows, as the embeddings stage reads Z; a stage without the record of
+    its files): a truncated chunk file's codec error (it used to be a raw `Zstd decompression error`) becomes the
+    one line naming the stage."""
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(fitted[0], copy)
+    _damage(_chunk_files(copy / "stages" / "anchor_graph" / "Z0" / "data")[0], "truncate")
+    _damage(_chunk_files(copy / "stages" / "fusion" / "embedding")[0], "truncate")
+    group = zarr.open_group(copy / "stages" / "fusion", mode="r+")
+    group.attrs.put({key: value for key, value in group.attrs.asdict().items() if key != "files"})
+    store = MultiViewStore(copy)
+    for read, stage, result in ((lambda: store.read_result_rows("anchor_graph", "Z0", 0, 100), "anchor_graph", "Z0"),
+                                (lambda: store.read_result("fusion", "embedding"), "fusion", "embedding")):
+        with pytest.raises(ValueError, match=rf"stage '{stage}' is damaged \(result '{result}' cannot be read: "
+                                             r"\w+: .*\); delete .* and run again to recompute it") as err:
+            read()
+        assert "\n" not in str(err.value)
