@@ -454,9 +454,10 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
 def _run(args: argparse.Namespace, log: _Log) -> dict:
     import dask
     from distributed import Client, LocalCluster
+    from distributed.client import ClosedClientError
 
     from .metrics import evaluate
-    from .supervision import ClusterLost, ClusterWatch
+    from .supervision import ClusterLost, ClusterWatch, worker_count
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
@@ -486,7 +487,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
             client = stack.enter_context(Client(cluster))
             timings["start_cluster"] = time.perf_counter() - t
         watch = stack.enter_context(ClusterWatch(client))
-        n_workers = len(client.scheduler_info().get("workers", {}))  # {} once the scheduler is gone
+        n_workers = worker_count(client)
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
         try:
@@ -495,7 +496,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
             if copy_of is None:
                 raise
             raise _naming(exc, store.path, copy_of) from None
-        except CancelledError:
+        except (CancelledError, ClosedClientError):
             if watch.lost is None:
                 raise
             raise ClusterLost(watch.lost) from None

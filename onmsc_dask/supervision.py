@@ -49,11 +49,7 @@ class ClusterWatch:
         """"scheduler" or "workers" when the cluster lacks one, else None."""
         if self.client.status != "running":
             return "scheduler"
-        try:
-            info = self.client.scheduler_info(n_workers=1)
-        except Exception:  # noqa: BLE001 - the connection failed while asking: the scheduler is gone
-            return "scheduler"
-        return None if info.get("n_workers", len(info.get("workers", {}))) else "workers"
+        return None if worker_count(self.client) else "workers"
 
     def _watch(self) -> None:
         since: dict[str, float] = {}
@@ -70,6 +66,13 @@ class ClusterWatch:
         """Cancel every future of the client, as distributed does when it loses its scheduler (in its loop)."""
         for key in list(self.client.futures):
             self.client.futures.pop(key).cancel(reason="cluster-lost", msg=self.lost)
+
+
+def worker_count(client: Any) -> int:
+    """The number of workers in the client's latest view of its scheduler, which the client refreshes itself (every
+    2 s): never waits on a scheduler that may be gone (asking it waits up to distributed's connect timeout)."""
+    info = client._scheduler_identity  # noqa: SLF001 - distributed's cache of the scheduler's identity
+    return int(info.get("n_workers", len(info.get("workers", {}))))
 
 
 class OutputLocked(OSError):
