@@ -203,26 +203,30 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, log)
     args.out.mkdir(parents=True, exist_ok=True)
-    store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True, metadata={"source": name})
+    store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
+                                  metadata={"source": name, **_image_metadata(args, views)})
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
+
+
+def _image_metadata(args: argparse.Namespace, views: list) -> dict:
+    """``image_shape`` of the store's metadata (report.html's thumbnails): the digits' 8 x 8 pixels, or the one
+    view of an MNIST IDX directory (square images)."""
+    from .datasets import IMAGE_SHAPES
+    from .io import mnist_splits
+
+    if not args.data:
+        return {"image_shape": IMAGE_SHAPES[args.dataset or "digits"]}
+    side = int(round(np.sqrt(views[0].shape[1])))
+    if args.data[0].is_dir() and mnist_splits(args.data[0]) and side * side == views[0].shape[1]:
+        return {"image_shape": {"view": 0, "shape": [side, side]}}
+    return {}
 
 
 def _replacing(store_path: Path, log: _Log) -> None:
     """Say so when the run replaces an earlier run's store."""
     if store_path.exists():
         log(f"replacing the previous run's store {store_path}")
-
-
-def _plot_convergence(objective: np.ndarray, path: Path) -> None:
-    from matplotlib.figure import Figure  # renders with the Agg canvas, no GUI backend
-
-    fig = Figure(figsize=(5, 3.5), layout="constrained")
-    ax = fig.add_subplot()
-    ax.plot(np.arange(1, len(objective) + 1), objective, marker="o")
-    ax.set(xlabel="iteration", ylabel="objective J (Eq. 11, maximised)", title="ONMSC late fusion convergence")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    fig.savefig(path, dpi=120)
 
 
 def _versions() -> dict[str, str]:
@@ -253,6 +257,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                       n_nearest_landmarks=args.n_nearest_landmarks, refine=args.refine, random_state=args.random_state,
                       client=client, progress=lambda line: log(f"  {line}"))
         return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
+                "view_embeddings": r.view_embeddings,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "refinement_objective": r.refinement_objective,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
@@ -272,7 +277,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                 "view_graphs": {f"view{p}": graph for p, graph in enumerate(model.view_graphs_)},
                 "view_embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
                                     "F": model.average_embedding_, "related": model.related_views_}},
-            "view_weights": model.view_weights_,
+            "view_weights": model.view_weights_, "view_embeddings": model.view_embeddings_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_, "refinement_objective": model.refinement_objective_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
@@ -349,6 +354,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     from distributed import Client, LocalCluster
 
     from .metrics import evaluate
+    from .report import cluster_sizes, save_objective, sizes_line, write_html
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
@@ -389,6 +395,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")
 
     metrics = None if y is None else evaluate(y, fit["labels"])
+    print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))
     if metrics:
         print("  ".join(f"{_METRIC_NAMES[key]} {value:.4f}" for key, value in metrics.items()))
     params = fit["resolved"] | {"order": args.order, "random_state": args.random_state}
@@ -401,12 +408,28 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         store.mark_complete(stage)
 
     np.save(args.out / "labels.npy", fit["labels"])
-    _plot_convergence(np.asarray(fit["objective"]), args.out / "convergence.png")
+    save_objective(fit["objective"], args.out / "convergence.png", fit["refinement_objective"])
     report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
                      None if args.scheduler else workers, n_workers)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    log(f"wrote {args.out / 'report.json'}, convergence.png, labels.npy")
+    write_html(args.out / "report.html", _page(store, source, fit, report, args.random_state))
+    log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy")
     return report
+
+
+def _page(store: Any, source: str, fit: dict, report: dict, random_state: int) -> Any:
+    """report.html's content."""
+    from .assign import readout
+    from .report import store_page
+
+    facts = {"parameters": {k: v for k, v in report["resolved"].items() if not isinstance(v, (dict, list))},
+             "seconds": {k: v for k, v in report["timings"].items() if not isinstance(v, dict)}}
+    return store_page(store, f"ONMSC clustering of {source}", source, labels=fit["labels"],
+                      readout=readout(fit["embedding"], fit["target"], report["resolved"]["n_clusters"]),
+                      view_weights=fit["view_weights"], related_views=report["resolved"]["related_views"],
+                      objective=fit["objective"], refinement_objective=fit["refinement_objective"],
+                      view_metrics=report["resolved"]["metric"], scores=report["metrics"],
+                      single_scores=report["single_view_scores"], facts=facts, random_state=random_state)
 
 
 def _naming(exc: ValueError, copy: Path, source: Path) -> ValueError:
@@ -421,6 +444,8 @@ def _naming(exc: ValueError, copy: Path, source: Path) -> ValueError:
 def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metrics: dict | None, timings: dict,
             workers: int | None, n_workers: int) -> dict:
     """The content of report.json."""
+    from .report import cluster_sizes, single_view_scores
+
     y = store.labels
     return {
         "dataset": {"source": source, "store": str(store.path), "n_samples": store.n_samples,
@@ -435,6 +460,9 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
                        "random_state": args.random_state, "workers": workers, "scheduler": args.scheduler},
         "resolved": fit["resolved"] | {"n_workers": n_workers},
         "metrics": metrics,
+        "cluster_sizes": cluster_sizes(fit["labels"], fit["resolved"]["n_clusters"]),
+        "single_view_scores": None if y is None else single_view_scores(
+            fit["view_embeddings"], y, fit["resolved"]["n_clusters"], store.view_names, args.random_state),
         "view_weights": dict(zip(store.view_names, map(float, fit["view_weights"]))),
         "objective": [float(v) for v in fit["objective"]],
         "n_iter": int(fit["n_iter"]),

@@ -33,10 +33,12 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
+from onmsc_dask.assign import readout
 from onmsc_dask.cli import connect, one_line, positive_int, quiet_client_log, seed_arg
 from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.outofcore import fit_store
+from onmsc_dask.report import cluster_sizes, save_objective, single_view_scores, sizes_line, store_page, write_html
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_n_components
 
@@ -91,7 +93,7 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
             old = MultiViewStore(path).metadata
         except ValueError:
             old = None
-        if old == meta:
+        if old is not None and {key: v for key, v in old.items() if key != "image_shape"} == meta:
             return MultiViewStore(path)
         if old is None or old.get("views") != list(VIEW_NAMES):
             raise SystemExit(f"mnist60k: error: {path} exists and is not a store this pipeline wrote; "
@@ -101,8 +103,8 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
     views = [blocks.map_blocks(f, drop_axis=2, chunks=(blocks.chunks[0], (f(images[:1]).shape[1],)),
                                dtype=np.float32) for f in (pixels, hog, dct)]
-    return MultiViewStore.create(path, views, y, view_names=list(VIEW_NAMES), chunk_rows=chunk_rows,
-                                 metadata=meta, overwrite=True)
+    return MultiViewStore.create(path, views, y, view_names=list(VIEW_NAMES), chunk_rows=chunk_rows, overwrite=True,
+                                 metadata=meta | {"image_shape": {"view": 0, "shape": list(images.shape[1:])}})
 
 
 def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
@@ -147,20 +149,6 @@ def make_client(args: argparse.Namespace):
     return Client(cluster)
 
 
-def plot_convergence(objective: np.ndarray, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(np.arange(1, len(objective) + 1), objective, "o-")
-    ax.set(xlabel="iteration", ylabel="objective J (Eq. 11)", title="ONMSC-LF convergence")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def plot_sweep(sweep: list[dict], path: Path) -> None:
     """Scores (when the data have labels) and time against the anchor number."""
     import matplotlib
@@ -183,6 +171,19 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def page(store: MultiViewStore, result: Any, report: dict) -> Any:
+    """report.html's content."""
+    facts = {"parameters": {key: report[key] for key in ("n_clusters", "n_components", "n_landmarks", "order",
+                                                          "seed", "workers", "chunk_rows")},
+             "seconds": {"store": report["store_seconds"], "fit": report["fit_seconds"], **report["stage_seconds"]}}
+    return store_page(store, f"ONMSC clustering of {store.metadata['split']} images", report["data_dir"],
+                      labels=result.labels, readout=readout(result.embedding, result.target, report["n_clusters"]),
+                      view_weights=result.view_weights, related_views=result.related_views,
+                      objective=result.objective, refinement_objective=result.refinement_objective,
+                      view_metrics=result.metrics, scores=report["scores"], single_scores=report["single_view_scores"],
+                      facts=facts, random_state=report["seed"])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -240,13 +241,19 @@ def main(argv: list[str] | None = None) -> dict:
                   "computed_stages": result.computed_stages,  # the others were read back from the store (resumed)
                   "n_iter": len(result.objective), "converged": result.converged,
                   "view_weights": result.view_weights.tolist(),
-                  "objective": result.objective.tolist(), "scores": score(store.labels, result.labels)}
+                  "objective": result.objective.tolist(), "scores": score(store.labels, result.labels),
+                  "cluster_sizes": cluster_sizes(result.labels, args.n_clusters),
+                  "single_view_scores": None if store.labels is None else single_view_scores(
+                      result.view_embeddings, store.labels, args.n_clusters, store.view_names, args.seed)}
         if args.sweep:
             report["sweep"] = anchor_sweep(store, args, client)
             plot_sweep(report["sweep"], args.out_dir / "anchor_sweep.png")
-    plot_convergence(result.objective, args.out_dir / "convergence.png")
+    save_objective(result.objective, args.out_dir / "convergence.png", result.refinement_objective)
     (args.out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    np.save(args.out_dir / "labels.npy", result.labels)
+    write_html(args.out_dir / "report.html", page(store, result, report))
     scores = report["scores"] or {}
+    print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
     print("  ".join(f"{key.upper()}={scores[key]:.4f}" for key in ("acc", "nmi", "purity") if key in scores))
     print(f"store {t_store:.1f}s  fit {seconds:.1f}s  stages: "

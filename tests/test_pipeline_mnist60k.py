@@ -70,8 +70,11 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
     assert report["n_components"] == K  # the resolved width (200 samples, under 500 per cluster), not None
     assert all(set(s["scores"]) >= {"acc", "nmi", "purity"} for s in report["sweep"])
     assert report["scores"]["acc"] > 0.9
-    assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "report.json",
+    assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "labels.npy",
+                                                     "report.html", "report.json",
                                                      "views.zarr"]  # the sweep's copies are removed
+    assert report["cluster_sizes"] == np.bincount(np.load(out / "labels.npy"), minlength=K).tolist()
+    assert set(report["single_view_scores"]) == {"pixels", "hog", "dct"}
     store = MultiViewStore(out / "views.zarr")
     assert store.read_result("landmarks", "L0").shape[0] == 40
     assert all(params["n_landmarks"] == 40 for params in store.stages().values())
