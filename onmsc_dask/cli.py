@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .datasets import DATASETS
+from .progress import Progress
 from .validation import SEED_MAX
 
 EXIT_BAD_INPUT, EXIT_CLUSTER_LOST = 2, 1
@@ -58,17 +59,32 @@ def seed_arg(text: str) -> int:
     return positive_int(text, minimum=0, maximum=SEED_MAX)
 
 
+EXAMPLES = """examples:
+  onmsc-dask run --dataset digits --out runs/digits            built-in data, no download (about 1 minute)
+  onmsc-dask run --data data.mat --view-names rgb depth --out runs/data
+  onmsc-dask run --data a.csv b.csv --labels y.csv --out runs/ab   one file per view
+  onmsc-dask run --data runs/big/views.zarr --out runs/big     resume an anchor run after its last stage
+  onmsc-dask run --data data.mat --scheduler tcp://HEAD:8786 --out runs/data
+then open runs/.../report.html in a browser."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onmsc-dask", description="Multi-view spectral clustering (ONMSC) on Dask.")
+    parser = argparse.ArgumentParser(prog="onmsc-dask", description="Multi-view spectral clustering (ONMSC) on Dask.",
+                                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version('onmsc-dask')}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="cluster a multi-view data set and write a report",
                               description="Cluster a multi-view data set; writes views.zarr, report.json, "
-                                          "convergence.png and labels.npy to --out.")
+                                          "report.html, convergence.png, labels.npy and labels.csv to --out.",
+                              epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = run.add_mutually_exclusive_group()
     source.add_argument("--data", type=Path, nargs="+",
                         help="a .mat or .npz file, a .zarr store, an MNIST IDX directory, or .csv / .npy files (one "
                              "per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
+    run.add_argument("--view-names", nargs="+", metavar="NAME",
+                     help="names of the views, in order (default: the file names of one file per view, else view0, "
+                          "view1, ...; a store keeps its own)")
     run.add_argument("--labels", type=Path,
                      help="a .csv or .npy file of labels for .csv / .npy views (other formats carry theirs)")
     run.add_argument("--out", type=out_dir, required=True, help="output directory (created if missing)")
@@ -95,17 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=positive_int,
                      help=f"LocalCluster worker processes (default: {DEFAULT_WORKERS}; not with --scheduler)")
+    run.add_argument("--quiet", action="store_true",
+                     help="stage lines only: no task progress nor the progress line every few seconds")
     return parser
 
 
-class _Log:
-    """Stage lines with the elapsed wall time on stderr."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __call__(self, message: str) -> None:
-        print(f"[{time.perf_counter() - self.start:7.1f}s] {message}", file=sys.stderr, flush=True)
+class _Log(Progress):
+    """Stage lines with the elapsed wall time on stderr, and Dask task progress (progress.Progress)."""
 
 
 def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, source: str) -> int:
@@ -186,6 +198,8 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     store_path = args.out / "views.zarr"
     if args.data is not None and len(args.data) == 1 and is_store(args.data[0]):
         data = args.data[0]
+        if args.view_names is not None:
+            raise ValueError(f"--view-names is not used with a store: {data} keeps its own view names")
         source = MultiViewStore(data)
         k = _n_clusters(args, source.labels, source.n_samples, str(data))
         _check_parameters(args, source.n_samples, k)
@@ -197,6 +211,10 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         log(f"copying {data} to {store_path}")
         return source.copy(store_path, stages=False, overwrite=True), str(data), k, data
     views, y, names, name = _load_input(args)
+    if args.view_names is not None:
+        if len(args.view_names) != len(views):
+            raise ValueError(f"--view-names gives {len(args.view_names)} names for the {len(views)} views of {name}")
+        names = list(args.view_names)
     views = check_views(views, names)
     k = _n_clusters(args, y, views[0].shape[0], name)
     _check_parameters(args, views[0].shape[0], k)
@@ -229,14 +247,15 @@ def _replacing(store_path: Path, log: _Log) -> None:
         log(f"replacing the previous run's store {store_path}")
 
 
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def _versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in _VERSIONED:
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    return found
+    return {"python": platform.python_version()} | {package: _version(package) for package in _VERSIONED}
 
 
 def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log: _Log) -> dict:
@@ -247,7 +266,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     from .graph import BRUTE_FORCE_MAX_SAMPLES
     from .outofcore import fit_store
     from .spectral import resolve_solver
-    from .warmup import warm_up
+    from .warmup import CACHED_SECONDS, COMPILE_SECONDS, warm_up
 
     solver = resolve_solver(args.embedding, store.n_samples)
     if solver == "anchor":
@@ -256,6 +275,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         r = fit_store(store, n_clusters, order=args.order, n_components=args.n_components, n_landmarks=args.n_landmarks,
                       n_nearest_landmarks=args.n_nearest_landmarks, refine=args.refine, random_state=args.random_state,
                       client=client, progress=lambda line: log(f"  {line}"))
+        log(f"  late fusion {'converged' if r.converged else 'stopped'} after {len(r.objective)} iterations")
         return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
                 "view_embeddings": r.view_embeddings,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
@@ -264,7 +284,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                              "pipeline": "out_of_core", "metric": r.metrics, "consensus_graph": "average",
                              "related_views": r.related_views.tolist()}}
     if store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # the kNN graphs use pynndescent: compile it once per worker
-        log("compiling pynndescent on the workers (once per worker process)")
+        log(f"compiling pynndescent on the workers: about {COMPILE_SECONDS} s the first time on this machine, "
+            f"{CACHED_SECONDS} s with numba's cache after that", expected=COMPILE_SECONDS)
         warm_up(client)
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_components=args.n_components,
@@ -354,7 +375,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     from distributed import Client, LocalCluster
 
     from .metrics import evaluate
-    from .report import cluster_sizes, save_objective, sizes_line, write_html
+    from .report import cluster_sizes, save_objective, sizes_line, write_html, write_labels
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
@@ -366,6 +387,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
             timings["start_cluster"] = time.perf_counter() - t
+            _watch(client, stack, log)
         t = time.perf_counter()
         store, source, n_clusters, copy_of = _open_store(args, log)
         y = store.labels
@@ -382,6 +404,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                                                        dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
             timings["start_cluster"] = time.perf_counter() - t
+            _watch(client, stack, log)
         n_workers = len(client.scheduler_info().get("workers", {}))  # {} once the scheduler is gone
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
@@ -392,7 +415,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
                 raise
             raise _naming(exc, store.path, copy_of) from None
         timings["fit"] = time.perf_counter() - t
-    log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")
+        log("writing the results to the store, and the report")
 
     metrics = None if y is None else evaluate(y, fit["labels"])
     print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))
@@ -407,13 +430,13 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
             store.write_result(stage, name, value, params)
         store.mark_complete(stage)
 
-    np.save(args.out / "labels.npy", fit["labels"])
+    write_labels(args.out, fit["labels"])
     save_objective(fit["objective"], args.out / "convergence.png", fit["refinement_objective"])
     report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
                      None if args.scheduler else workers, n_workers)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     write_html(args.out / "report.html", _page(store, source, fit, report, args.random_state))
-    log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy")
+    log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy, labels.csv")
     return report
 
 
@@ -430,6 +453,13 @@ def _page(store: Any, source: str, fit: dict, report: dict, random_state: int) -
                       objective=fit["objective"], refinement_objective=fit["refinement_objective"],
                       view_metrics=report["resolved"]["metric"], scores=report["metrics"],
                       single_scores=report["single_view_scores"], facts=facts, random_state=random_state)
+
+
+def _watch(client: Any, stack: ExitStack, log: _Log) -> None:
+    """Say where the Dask dashboard is, and report the client's tasks until the cluster closes."""
+    log(f"Dask dashboard: {client.dashboard_link}")
+    log.client = client
+    stack.callback(setattr, log, "client", None)  # before the client closes
 
 
 def _naming(exc: ValueError, copy: Path, source: Path) -> ValueError:
@@ -480,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
-            run(args, _Log())
+            log = _Log(quiet=args.quiet)
+            with log.watch():
+                run(args, log)
         except (ValueError, OSError) as exc:
             print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT

@@ -54,6 +54,14 @@ def cluster_sizes(labels: np.ndarray, n_clusters: int) -> list[int]:
     return np.bincount(np.asarray(labels), minlength=n_clusters).tolist()
 
 
+def write_labels(out: Path, labels: np.ndarray) -> None:
+    """``labels.npy`` and ``labels.csv`` (header ``sample,cluster``, one row per sample) in `out`."""
+    labels = np.asarray(labels)
+    np.save(out / "labels.npy", labels)
+    np.savetxt(out / "labels.csv", np.column_stack([np.arange(len(labels)), labels]), fmt="%d", delimiter=",",
+               header="sample,cluster", comments="")
+
+
 def sizes_line(sizes: list[int]) -> str:
     """The stdout line of cluster sizes."""
     return "cluster sizes: " + "  ".join(f"{c}:{s}" for c, s in enumerate(sizes))
