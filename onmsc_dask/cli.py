@@ -1,7 +1,8 @@
 """Command line: ``onmsc-dask run (--data PATH | --dataset NAME) --out DIR [options]``.
 
 A run copies the views into the Zarr store ``DIR/views.zarr``, clusters them on a Dask cluster (a local one
-unless ``--scheduler`` is given) and writes ``report.json``, ``convergence.png`` and ``labels.npy`` to ``DIR``.
+unless ``--scheduler`` is given) and writes ``report.json``, ``report.html`` (report.py), ``convergence.png``,
+``labels.npy`` and ``labels.csv`` to ``DIR``; the cluster sizes go to stdout.
 When the solver is ``anchor`` (``auto`` above spectral.EXACT_MAX_SAMPLES samples) the fit is the out-of-core
 pipeline (outofcore.fit_store) on the store, so a store given with ``--data`` is never read whole; otherwise
 :class:`~onmsc_dask.api.ONMSC` fits the views in memory. Bad input ends the run with a one-line error and exit
@@ -285,7 +286,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                              "related_views": r.related_views.tolist()}}
     if store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # the kNN graphs use pynndescent: compile it once per worker
         log(f"compiling pynndescent on the workers: about {COMPILE_SECONDS} s the first time on this machine, "
-            f"{CACHED_SECONDS} s with numba's cache after that", expected=COMPILE_SECONDS)
+            f"{CACHED_SECONDS} s with numba's cache after that")
         warm_up(client)
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_components=args.n_components,

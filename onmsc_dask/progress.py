@@ -40,18 +40,15 @@ class Progress:
         self._before: dict[str, tuple[int, int]] = {}  # their counts when the stage started
         self._reported: tuple[int, int] | None = None
         self.client: Any = None
-        self._expected: float | None = None
 
     def _print(self, line: str) -> None:
         with self._lock:
             print(f"[{time.perf_counter() - self.start:7.1f}s] {line}", file=self.stream, flush=True)
             self._last_output = time.perf_counter()
 
-    def __call__(self, message: str, expected: float | None = None) -> None:
-        """Print a stage line; `expected` (seconds the stage usually takes) is repeated in its progress lines."""
+    def __call__(self, message: str) -> None:
         with self._lock:
             self._stage, self._stage_start = message.strip().split(":")[0].rstrip(". ")[:70], time.perf_counter()
-            self._expected = expected
             self._before, self._reported = dict(self._seen), None
         self._print(message)
 
@@ -74,8 +71,6 @@ class Progress:
             return
         elapsed = now - self._stage_start
         line = f"    ... {elapsed:.0f} s since: {self._stage}"
-        if self._expected is not None:
-            line += f" (usually {self._expected:.0f} s)"
         if total:
             line += f"; tasks {done}/{total} done"
             if 0 < done < total:
@@ -101,4 +96,4 @@ class Progress:
             yield
         finally:
             stop.set()
-            thread.join()
+            thread.join(timeout=2.0)  # a call to a scheduler gone away may hang: the daemon thread is left to it

@@ -14,8 +14,10 @@ from distributed.comm import CommClosedError
 from .validation import user_warning
 
 
-#: seconds a worker's warm-up takes on a 2-core machine: the first time on the machine, and with numba's cache
-COMPILE_SECONDS, CACHED_SECONDS = 110, 40
+#: seconds the warm-up of 2 workers takes on a 2-core machine: the first time on the machine, and with numba's cache
+#: (bench/RESULTS.md, "numba compile": 452 s and 119 s on a machine at load 15-18, where the previous code took 233 s
+#: and 109 s at a normal load)
+COMPILE_SECONDS, CACHED_SECONDS = 210, 55
 _cached = False
 
 

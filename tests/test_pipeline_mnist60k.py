@@ -70,8 +70,8 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
     assert report["n_components"] == K  # the resolved width (200 samples, under 500 per cluster), not None
     assert all(set(s["scores"]) >= {"acc", "nmi", "purity"} for s in report["sweep"])
     assert report["scores"]["acc"] > 0.9
-    assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "labels.npy",
-                                                     "report.html", "report.json",
+    assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "labels.csv",
+                                                     "labels.npy", "report.html", "report.json",
                                                      "views.zarr"]  # the sweep's copies are removed
     assert report["cluster_sizes"] == np.bincount(np.load(out / "labels.npy"), minlength=K).tolist()
     assert set(report["single_view_scores"]) == {"pixels", "hog", "dct"}
@@ -181,3 +181,16 @@ def test_a_wrong_scheduler_fails_before_the_store_is_written(mnist60k, scheduler
     with pytest.raises(OSError, match="is a Dask Worker, not a scheduler"):
         run(mnist60k, mnist_dir(tmp_path / "data"), out, worker)
     assert not (out / "views.zarr").exists()
+
+
+def test_old_flag_names_are_accepted_with_a_note(mnist60k, scheduler, tmp_path, capsys):
+    """--seed and --out-dir (the pipeline's names before it took the CLI's) still work, saying so."""
+    out = tmp_path / "out"
+    report = mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out-dir", str(out), "--seed", "3",
+                            "--scheduler", scheduler, "--no-refine", *ARGS])
+    err = capsys.readouterr().err
+    assert "--out-dir is deprecated, use --out" in err and "--seed is deprecated, use --random-state" in err
+    assert report["random_state"] == 3 and report["refine"] is False
+    labels = np.load(out / "labels.npy")
+    np.testing.assert_array_equal(np.loadtxt(out / "labels.csv", delimiter=",", skiprows=1, dtype=int)[:, 1], labels)
+    assert len(MultiViewStore(out / "views.zarr").read_result("labels", "refinement_objective")) == 0
