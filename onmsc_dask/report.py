@@ -118,21 +118,25 @@ def plot_objective(objective: np.ndarray, refinement: np.ndarray | None = None) 
     change = (objective[-1] - objective[0]) / abs(objective[0]) if len(objective) and objective[0] else 0.0
     ax.set(xlabel="iteration", ylabel="objective J (Eq. 11, maximised)",
            title=f"late fusion: {len(objective)} iteration{'s' * (len(objective) != 1)}, change {change:+.3%}")
-    _pad(ax, objective)
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    _pad(ax, objective, first=1)
     if panels == 2:
         ax = fig.add_subplot(1, 2, 2)
         ax.plot(np.arange(len(refinement)), refinement, marker="o", color="C1")
         ax.set(xlabel="move", ylabel="normalized association", title="label refinement")
-        _pad(ax, np.asarray(refinement, float))
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        _pad(ax, np.asarray(refinement, float), first=0)
     return fig
 
 
-def _pad(ax: Any, values: np.ndarray) -> None:
-    """y limits spanning at least 1 % of the values' magnitude, without an offset in the tick labels."""
+def _pad(ax: Any, values: np.ndarray, first: int) -> None:
+    """y limits spanning at least 1 % of the values' magnitude, without an offset in the tick labels; integer x
+    ticks from `first`, half a step of margin on both sides."""
     if not len(values):
         return
+    ax.set_xlim(first - 0.5, first + len(values) - 0.5)
+    if len(values) <= 12:
+        ax.set_xticks(range(first, first + len(values)))
+    else:
+        ax.xaxis.get_major_locator().set_params(integer=True)
     low, high, scale = values.min(), values.max(), max(abs(values).max(), 1e-12)
     middle, half = (low + high) / 2, max((high - low) * 0.6, 0.005 * scale)
     ax.set_ylim(middle - half, middle + half)
