@@ -235,7 +235,8 @@ def _image_metadata(args: argparse.Namespace, views: list) -> dict:
     from .io import mnist_splits
 
     if not args.data:
-        return {"image_shape": IMAGE_SHAPES[args.dataset or "digits"]}
+        shape = IMAGE_SHAPES.get(args.dataset or "digits")
+        return {} if shape is None else {"image_shape": shape}
     side = int(round(np.sqrt(views[0].shape[1])))
     if args.data[0].is_dir() and mnist_splits(args.data[0]) and side * side == views[0].shape[1]:
         return {"image_shape": {"view": 0, "shape": [side, side]}}
