@@ -19,7 +19,7 @@ from onmsc_dask.report import hungarian_confusion
 from onmsc_dask.store import MultiViewStore
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
                                 reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
 #: reads the rendered page in an iframe: every <img> (loaded, natural width) and each data-key element's visible text
 PROBE = """<!DOCTYPE html><html><body><iframe id="f" src="{src}" width="1100" height="900"></iframe><script>
@@ -68,6 +68,7 @@ def run(tmp_path_factory) -> Path:
     return tmp / "out"
 
 
+@needs_chromium
 def test_report_renders_every_figure_and_the_numbers_of_report_json(run):
     report = json.loads((run / "report.json").read_text())
     shown = rendered(run / "report.html")
@@ -86,6 +87,7 @@ def test_report_renders_every_figure_and_the_numbers_of_report_json(run):
     assert set(report["single_view_scores"]) == {"pixels", "profiles"}
 
 
+@needs_chromium
 def test_screenshot_shows_the_page(run):
     shot = run / "shot.png"
     chromium("--window-size=1000,1400", f"--screenshot={shot}", (run / "report.html").as_uri())
@@ -101,3 +103,17 @@ def test_hungarian_confusion_orders_clusters_by_their_matched_class():
     counts, classes, clusters = hungarian_confusion(y, labels)
     assert classes.tolist() == [0, 1, 2] and clusters.tolist() == [5, 3, 4]
     assert counts.tolist() == [[2, 0, 0], [0, 2, 0], [0, 1, 2]]
+
+
+def test_image_views_of_idx_directories_and_digits(tmp_path):
+    """The thumbnails' source: an IDX directory's square images, the digits' 8 x 8 pixels, nothing for other data."""
+    from onmsc_dask.cli import _image_metadata, build_parser
+
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "t10k-images-idx3-ubyte").write_bytes(b"")  # mnist_splits looks at the names only
+    parse = build_parser().parse_args
+    assert _image_metadata(parse(["run", "--data", str(tmp_path / "idx"), "--out", "o"]), [np.zeros((3, 784))]) == {
+        "image_shape": {"view": 0, "shape": [28, 28]}}
+    assert _image_metadata(parse(["run", "--out", "o"]), []) == {"image_shape": {"view": 0, "shape": [8, 8]}}
+    assert _image_metadata(parse(["run", "--data", str(tmp_path / "a.npz"), "--out", "o"]),
+                           [np.zeros((3, 784))]) == {}
