@@ -1,7 +1,8 @@
 """Command line: ``onmsc-dask run (--data PATH | --dataset NAME) --out DIR [options]``.
 
 A run copies the views into the Zarr store ``DIR/views.zarr``, clusters them on a Dask cluster (a local one
-unless ``--scheduler`` is given) and writes ``report.json``, ``convergence.png`` and ``labels.npy`` to ``DIR``.
+unless ``--scheduler`` is given) and writes ``report.json``, ``report.html`` (report.py), ``convergence.png``,
+``labels.npy`` and ``labels.csv`` to ``DIR``; the cluster sizes go to stdout.
 When the solver is ``anchor`` (``auto`` above spectral.EXACT_MAX_SAMPLES samples) the fit is the out-of-core
 pipeline (outofcore.fit_store) on the store, so a store given with ``--data`` is never read whole; otherwise
 :class:`~onmsc_dask.api.ONMSC` fits the views in memory. Bad input ends the run with a one-line error and exit
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .datasets import DATASETS
+from .progress import Progress
 from .validation import SEED_MAX
 
 EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED = 2, 1, 130
@@ -78,17 +80,32 @@ def seed_arg(text: str) -> int:
     return positive_int(text, minimum=0, maximum=SEED_MAX)
 
 
+EXAMPLES = """examples:
+  onmsc-dask run --dataset digits --out runs/digits            built-in data, no download (about 1 minute)
+  onmsc-dask run --data data.mat --view-names rgb depth --out runs/data
+  onmsc-dask run --data a.csv b.csv --labels y.csv --out runs/ab   one file per view
+  onmsc-dask run --data runs/big/views.zarr --out runs/big     resume an anchor run after its last stage
+  onmsc-dask run --data data.mat --scheduler tcp://HEAD:8786 --out runs/data
+then open runs/.../report.html in a browser."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onmsc-dask", description="Multi-view spectral clustering (ONMSC) on Dask.")
+    parser = argparse.ArgumentParser(prog="onmsc-dask", description="Multi-view spectral clustering (ONMSC) on Dask.",
+                                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version('onmsc-dask')}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="cluster a multi-view data set and write a report",
                               description="Cluster a multi-view data set; writes views.zarr, report.json, "
-                                          "convergence.png and labels.npy to --out.")
+                                          "report.html, convergence.png, labels.npy and labels.csv to --out.",
+                              epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = run.add_mutually_exclusive_group()
     source.add_argument("--data", type=data_arg, nargs="+",
                         help="a .mat or .npz file, a .zarr store (a path, or an fsspec URL such as "
                              "s3://bucket/x.zarr), an MNIST IDX directory, or .csv / .npy files (one per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
+    run.add_argument("--view-names", nargs="+", metavar="NAME",
+                     help="names of the views, in order (default: the file names of one file per view, else view0, "
+                          "view1, ...; a store keeps its own)")
     run.add_argument("--labels", type=Path,
                      help="a .csv or .npy file of labels for .csv / .npy views (other formats carry theirs)")
     run.add_argument("--storage-options", type=storage_options_arg,
@@ -117,17 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=positive_int,
                      help=f"LocalCluster worker processes (default: {DEFAULT_WORKERS}; not with --scheduler)")
+    run.add_argument("--quiet", action="store_true",
+                     help="stage lines only: no task progress nor the progress line every few seconds")
     return parser
 
 
-class _Log:
-    """Stage lines with the elapsed wall time on stderr."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __call__(self, message: str) -> None:
-        print(f"[{time.perf_counter() - self.start:7.1f}s] {message}", file=sys.stderr, flush=True)
+class _Log(Progress):
+    """Stage lines with the elapsed wall time on stderr, and Dask task progress (progress.Progress)."""
 
 
 def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, source: str) -> int:
@@ -239,13 +252,18 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         store.update_metadata(input=fingerprint)  # a copy of a run's store: this run's input, not that run's
         return store, str(given), k, given
     views, y, names, name = _load_input(args)
+    if args.view_names is not None:
+        if len(args.view_names) != len(views):
+            raise ValueError(f"--view-names gives {len(args.view_names)} names for the {len(views)} views of {name}")
+        names = list(args.view_names)
     views = check_views(views, names)
     k = _n_clusters(args, y, views[0].shape[0], name)
     _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, log)
+    args.out.mkdir(parents=True, exist_ok=True)
     store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
-                                  metadata={"source": name, "input": fingerprint})
+                                  metadata={"source": name, "input": fingerprint, **_image_metadata(args, views)})
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
 
@@ -287,31 +305,36 @@ def _finished(store: Any) -> str:
     return ", ".join(sorted(done, key=lambda name: STAGES.index(name) if name in STAGES else len(STAGES))) or "none"
 
 
+def _image_metadata(args: argparse.Namespace, views: list) -> dict:
+    """``image_shape`` of the store's metadata (report.html's thumbnails): the digits' 8 x 8 pixels, or the one
+    view of an MNIST IDX directory (square images)."""
+    from .datasets import IMAGE_SHAPES
+    from .io import mnist_splits
+
+    if not args.data:
+        shape = IMAGE_SHAPES.get(args.dataset or "digits")
+        return {} if shape is None else {"image_shape": shape}
+    side = int(round(np.sqrt(views[0].shape[1])))
+    if args.data[0].is_dir() and mnist_splits(args.data[0]) and side * side == views[0].shape[1]:
+        return {"image_shape": {"view": 0, "shape": [side, side]}}
+    return {}
+
+
 def _replacing(store_path: Path, log: _Log) -> None:
     """Say so when the run replaces an earlier run's store."""
     if store_path.exists():
         log(f"replacing the previous run's store {store_path} (made from other input)")
 
 
-def _plot_convergence(objective: np.ndarray, path: Path) -> None:
-    from matplotlib.figure import Figure  # renders with the Agg canvas, no GUI backend
-
-    fig = Figure(figsize=(5, 3.5), layout="constrained")
-    ax = fig.add_subplot()
-    ax.plot(np.arange(1, len(objective) + 1), objective, marker="o")
-    ax.set(xlabel="iteration", ylabel="objective J (Eq. 11, maximised)", title="ONMSC late fusion convergence")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    fig.savefig(path, dpi=120)
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def _versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in _VERSIONED:
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    return found
+    return {"python": platform.python_version()} | {package: _version(package) for package in _VERSIONED}
 
 
 def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log: _Log) -> dict:
@@ -322,7 +345,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     from .graph import BRUTE_FORCE_MAX_SAMPLES
     from .outofcore import fit_store
     from .spectral import resolve_solver
-    from .warmup import warm_up
+    from .warmup import CACHED_SECONDS, COMPILE_SECONDS, warm_up
 
     solver = resolve_solver(args.embedding, store.n_samples)
     if solver == "anchor":
@@ -331,14 +354,17 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         r = fit_store(store, n_clusters, order=args.order, n_components=args.n_components, n_landmarks=args.n_landmarks,
                       n_nearest_landmarks=args.n_nearest_landmarks, refine=args.refine, random_state=args.random_state,
                       client=client, progress=lambda line: log(f"  {line}"))
+        log(f"  late fusion {'converged' if r.converged else 'stopped'} after {len(r.objective)} iterations")
         return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
+                "view_embeddings": r.view_embeddings,
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "refinement_objective": r.refinement_objective,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
                              "pipeline": "out_of_core", "metric": r.metrics, "consensus_graph": "average",
                              "related_views": r.related_views.tolist()}}
     if store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # the kNN graphs use pynndescent: compile it once per worker
-        log("compiling pynndescent on the workers (once per worker process)")
+        log(f"compiling pynndescent on the workers: about {COMPILE_SECONDS} s the first time on this machine, "
+            f"{CACHED_SECONDS} s with numba's cache after that")
         warm_up(client)
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_components=args.n_components,
@@ -352,7 +378,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                 "view_graphs": {f"view{p}": graph for p, graph in enumerate(model.view_graphs_)},
                 "view_embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
                                     "F": model.average_embedding_, "related": model.related_views_}},
-            "view_weights": model.view_weights_,
+            "view_weights": model.view_weights_, "view_embeddings": model.view_embeddings_,
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_, "refinement_objective": model.refinement_objective_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
@@ -458,6 +484,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
 
     from .metrics import evaluate
     from .supervision import ClusterLost, ClusterWatch, worker_count
+    from .report import cluster_sizes, save_objective, sizes_line, write_html, write_labels
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
@@ -469,6 +496,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
             timings["start_cluster"] = time.perf_counter() - t
+            _watch(client, stack, log)
         t = time.perf_counter()
         store, source, n_clusters, copy_of = _open_store(args, log)
         y = store.labels
@@ -486,6 +514,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
                                                            dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
             timings["start_cluster"] = time.perf_counter() - t
+            _watch(client, stack, log)
         watch = stack.enter_context(ClusterWatch(client))
         n_workers = worker_count(client)
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
@@ -501,9 +530,10 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
                 raise
             raise ClusterLost(watch.lost) from None
         timings["fit"] = time.perf_counter() - t
-    log(f"fusion {'converged' if fit['converged'] else 'stopped'} after {fit['n_iter']} iterations")
+        log("writing the results to the store, and the report")
 
     metrics = None if y is None else evaluate(y, fit["labels"])
+    print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))
     if metrics:
         print("  ".join(f"{_METRIC_NAMES[key]} {value:.4f}" for key, value in metrics.items()))
     params = fit["resolved"] | {"order": args.order, "random_state": args.random_state}
@@ -515,13 +545,36 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
             store.write_result(stage, name, value, params)
         store.mark_complete(stage)
 
-    np.save(args.out / "labels.npy", fit["labels"])
-    _plot_convergence(np.asarray(fit["objective"]), args.out / "convergence.png")
+    write_labels(args.out, fit["labels"])
+    save_objective(fit["objective"], args.out / "convergence.png", fit["refinement_objective"])
     report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
                      None if args.scheduler else workers, n_workers)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    log(f"wrote {args.out / 'report.json'}, convergence.png, labels.npy")
+    write_html(args.out / "report.html", _page(store, source, fit, report, args.random_state))
+    log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy, labels.csv")
     return report
+
+
+def _page(store: Any, source: str, fit: dict, report: dict, random_state: int) -> Any:
+    """report.html's content."""
+    from .assign import readout
+    from .report import store_page
+
+    facts = {"parameters": {k: v for k, v in report["resolved"].items() if not isinstance(v, (dict, list))},
+             "seconds": {k: v for k, v in report["timings"].items() if not isinstance(v, dict)}}
+    return store_page(store, f"ONMSC clustering of {source}", source, labels=fit["labels"],
+                      readout=readout(fit["embedding"], fit["target"], report["resolved"]["n_clusters"]),
+                      view_weights=fit["view_weights"], related_views=report["resolved"]["related_views"],
+                      objective=fit["objective"], refinement_objective=fit["refinement_objective"],
+                      view_metrics=report["resolved"]["metric"], scores=report["metrics"],
+                      single_scores=report["single_view_scores"], facts=facts, random_state=random_state)
+
+
+def _watch(client: Any, stack: ExitStack, log: _Log) -> None:
+    """Say where the Dask dashboard is, and report the client's tasks until the cluster closes."""
+    log(f"Dask dashboard: {client.dashboard_link}")
+    log.client = client
+    stack.callback(setattr, log, "client", None)  # before the client closes
 
 
 def _naming(exc: ValueError, copy: Path, source: Path) -> ValueError:
@@ -536,6 +589,8 @@ def _naming(exc: ValueError, copy: Path, source: Path) -> ValueError:
 def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metrics: dict | None, timings: dict,
             workers: int | None, n_workers: int) -> dict:
     """The content of report.json."""
+    from .report import cluster_sizes, single_view_scores
+
     y = store.labels
     return {
         "dataset": {"source": source, "store": str(store.path), "n_samples": store.n_samples,
@@ -550,6 +605,9 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
                        "random_state": args.random_state, "workers": workers, "scheduler": args.scheduler},
         "resolved": fit["resolved"] | {"n_workers": n_workers},
         "metrics": metrics,
+        "cluster_sizes": cluster_sizes(fit["labels"], fit["resolved"]["n_clusters"]),
+        "single_view_scores": None if y is None else single_view_scores(
+            fit["view_embeddings"], y, fit["resolved"]["n_clusters"], store.view_names, args.random_state),
         "view_weights": dict(zip(store.view_names, map(float, fit["view_weights"]))),
         "objective": [float(v) for v in fit["objective"]],
         "n_iter": int(fit["n_iter"]),
@@ -571,7 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
-            run(args, _Log())
+            log = _Log(quiet=args.quiet)
+            with log.watch():
+                run(args, log)
         except (ValueError, OSError) as exc:
             print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT

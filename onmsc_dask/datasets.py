@@ -78,3 +78,5 @@ def load_digits_views() -> tuple[list[np.ndarray], np.ndarray, list[str]]:
 
 #: built-in data sets by name, for ``onmsc-dask run --dataset NAME``
 DATASETS: dict[str, Callable[[], tuple[list[np.ndarray], np.ndarray, list[str]]]] = {"digits": load_digits_views}
+#: the image view and its shape of each built-in data set that has one (report.html shows thumbnails)
+IMAGE_SHAPES: dict[str, dict] = {"digits": {"view": 0, "shape": [8, 8]}}

@@ -106,6 +106,9 @@ def nearest_neighbors(X, n_neighbors: int, metric: str, random_state: int | None
     else:
         from pynndescent import NNDescent
 
+        from .warmup import cache_pynndescent
+
+        cache_pynndescent()
         index = NNDescent(Xm, metric="euclidean", n_neighbors=n_neighbors + 1, random_state=random_state,
                           n_jobs=1 if random_state is not None else None, compressed=True)
         ind, dist = index.neighbor_graph

@@ -196,7 +196,7 @@ class MultiViewStore:
             for p, view in enumerate(views):
                 _write_view(root, f"views/{p}", view, chunk_rows, view_label(p, names))
             if labels is not None:
-                root.create_array("labels", data=labels, fill_value=_LABEL_FILL)
+                root.create_array("labels", data=labels, fill_value=_LABEL_FILL, dimension_names=["sample"])
             # Written last: a store whose create was interrupted has no format and fails to open.
             root.attrs.update(
                 {
@@ -599,7 +599,8 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
         _write_csr(group, name, view, dtype).attrs.update({"chunk_rows": chunk_rows})
         return
     n, d = view.shape
-    array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d), fill_value=np.nan)
+    array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d), fill_value=np.nan,
+                               dimension_names=["sample", f"feature{name.split('/')[-1]}"])  # as xarray reads them
 
     def finite(block: np.ndarray, start: int) -> np.ndarray:
         check_finite(block, label, first_row=start)
@@ -623,7 +624,8 @@ def _write_csr(group: zarr.Group, name: str, matrix: Any, dtype: np.dtype) -> za
         chunk = max(1, min(len(values), _CSR_CHUNK_BYTES // values.dtype.itemsize))
         # fill values no valid matrix holds, so a missing chunk file is detected by _read_csr
         fill = np.nan if values.dtype.kind == "f" else -1 if values.dtype.kind == "i" else 0
-        sub.create_array(key, data=values, chunks=(chunk,), fill_value=fill)
+        sub.create_array(key, data=values, chunks=(chunk,), fill_value=fill,
+                         dimension_names=["row_edge" if key == "indptr" else "nonzero"])
     return sub
 
 
@@ -633,7 +635,8 @@ def _write_result(group: zarr.Group, name: str, value: Any) -> None:
     elif sp.issparse(value):
         _write_csr(group, name, value, value.dtype)
     elif isinstance(value, np.ndarray):  # NaN fill: a missing float chunk can never read as data
-        group.create_array(name, data=value, fill_value=np.nan if value.dtype.kind == "f" else None)
+        group.create_array(name, data=value, fill_value=np.nan if value.dtype.kind == "f" else None,
+                           dimension_names=[f"{name}_{axis}" for axis in range(value.ndim)])
     else:
         raise TypeError(
             f"result {name!r}: expected a numpy array, scipy.sparse matrix or dict, "

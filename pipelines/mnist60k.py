@@ -13,7 +13,7 @@ Views, each computed over row chunks and written to a Zarr MultiViewStore chunk 
 Examples::
 
     python pipelines/mnist60k.py --workers 2                              # Fashion-MNIST 60k, LocalCluster
-    python pipelines/mnist60k.py --data-dir /work/shared/data/mnist-t10k --limit 2000 --out-dir /tmp/r
+    python pipelines/mnist60k.py --data-dir ../shared/data/mnist-t10k --limit 2000 --out runs/t10k
     python pipelines/mnist60k.py --scheduler tcp://127.0.0.1:8786 --sweep
 """
 from __future__ import annotations
@@ -33,10 +33,14 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
+from onmsc_dask.assign import readout
 from onmsc_dask.cli import connect, one_line, positive_int, quiet_client_log, seed_arg
 from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.outofcore import fit_store
+from onmsc_dask.progress import Progress
+from onmsc_dask.report import (cluster_sizes, save_objective, single_view_scores, sizes_line, store_page, write_html,
+                               write_labels)
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_n_components
 
@@ -91,7 +95,7 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
             old = MultiViewStore(path).metadata
         except ValueError:
             old = None
-        if old == meta:
+        if old is not None and {key: v for key, v in old.items() if key != "image_shape"} == meta:
             return MultiViewStore(path)
         if old is None or old.get("views") != list(VIEW_NAMES):
             raise SystemExit(f"mnist60k: error: {path} exists and is not a store this pipeline wrote; "
@@ -101,8 +105,8 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
     views = [blocks.map_blocks(f, drop_axis=2, chunks=(blocks.chunks[0], (f(images[:1]).shape[1],)),
                                dtype=np.float32) for f in (pixels, hog, dct)]
-    return MultiViewStore.create(path, views, y, view_names=list(VIEW_NAMES), chunk_rows=chunk_rows,
-                                 metadata=meta, overwrite=True)
+    return MultiViewStore.create(path, views, y, view_names=list(VIEW_NAMES), chunk_rows=chunk_rows, overwrite=True,
+                                 metadata=meta | {"image_shape": {"view": 0, "shape": list(images.shape[1:])}})
 
 
 def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
@@ -126,7 +130,7 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -
             copy = store.copy(Path(tmp) / f"m{m}.zarr", stages=False)
             t = time.perf_counter()
             r = fit_store(copy, args.n_clusters, order=args.order, n_landmarks=m, n_components=args.n_components,
-                          random_state=args.seed, client=client)
+                          random_state=args.random_state, client=client)
             entries.append({"n_landmarks": m, "seconds": time.perf_counter() - t, "scores": score(y, r.labels)})
             print(json.dumps(entries[-1]), flush=True)
             shutil.rmtree(copy.path)  # one copy on disk at a time
@@ -143,22 +147,8 @@ def make_client(args: argparse.Namespace):
         return connect(args.scheduler)
     cluster = LocalCluster(n_workers=args.workers or WORKERS, threads_per_worker=1,
                            memory_limit=args.memory_limit or MEMORY_LIMIT,
-                           dashboard_address=None)
+                           dashboard_address=":0")
     return Client(cluster)
-
-
-def plot_convergence(objective: np.ndarray, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(np.arange(1, len(objective) + 1), objective, "o-")
-    ax.set(xlabel="iteration", ylabel="objective J (Eq. 11)", title="ONMSC-LF convergence")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def plot_sweep(sweep: list[dict], path: Path) -> None:
@@ -185,13 +175,41 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def page(store: MultiViewStore, result: Any, report: dict) -> Any:
+    """report.html's content."""
+    facts = {"parameters": {key: report[key] for key in ("n_clusters", "n_components", "n_landmarks", "order",
+                                                          "random_state", "workers", "chunk_rows")},
+             "seconds": {"store": report["store_seconds"], "fit": report["fit_seconds"], **report["stage_seconds"]}}
+    return store_page(store, f"ONMSC clustering of {store.metadata['split']} images", report["data_dir"],
+                      labels=result.labels, readout=readout(result.embedding, result.target, report["n_clusters"]),
+                      view_weights=result.view_weights, related_views=result.related_views,
+                      objective=result.objective, refinement_objective=result.refinement_objective,
+                      view_metrics=result.metrics, scores=report["scores"], single_scores=report["single_view_scores"],
+                      facts=facts, random_state=report["random_state"])
+
+
+class Deprecated(argparse.Action):
+    """An old flag name: stored under the new one's dest, with a note on stderr."""
+
+    def __init__(self, *args: Any, new: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"mnist60k: note: {option_string} is deprecated, use {self.new} (the onmsc-dask run name)",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                         help=f"an MNIST-format IDX directory (default: {DEFAULT_DATA_DIR})")
-    parser.add_argument("--out-dir", type=Path, default=Path("results/mnist60k"),
-                        help="where report.json and the plots go (default: results/mnist60k)")
-    parser.add_argument("--store", type=Path, help="Zarr store of the views (default OUT_DIR/views.zarr)")
+    parser.add_argument("--out", type=Path, default=Path("runs/mnist60k"),
+                        help="where report.json, report.html, labels and the plots go (default: runs/mnist60k)")
+    parser.add_argument("--out-dir", dest="out", type=Path, action=Deprecated, new="--out", help=argparse.SUPPRESS)
+    parser.add_argument("--store", type=Path, help="Zarr store of the views (default OUT/views.zarr)")
     parser.add_argument("--limit", type=positive_int, help="use the first N images (default: all)")
     parser.add_argument("--chunk-rows", type=positive_int, default=10000, help="rows per Zarr chunk (default: 10000)")
     parser.add_argument("--scheduler", help="address of a running dask scheduler (default: a LocalCluster)")
@@ -203,55 +221,84 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--n-components", type=positive_int,
                         help="eigenvectors per graph, at least k (default: k, or 2k from 500 samples per cluster; "
                              "docs/solvers.md)")
-    parser.add_argument("--seed", type=seed_arg, default=0, help="random_state (default: 0)")
+    parser.add_argument("--no-refine", dest="refine", action="store_false",
+                        help="keep the k-means labels, without the label refinement (docs/defaults.md)")
+    parser.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
+    parser.add_argument("--seed", dest="random_state", type=seed_arg, action=Deprecated, new="--random-state",
+                        help=argparse.SUPPRESS)
     parser.add_argument("--sweep", action="store_true", help=f"also fit every anchor number m in {SWEEP}")
+    parser.add_argument("--quiet", action="store_true", help="stage lines only, no task progress")
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
         parser.error(f"{args.data_dir} is not a directory (apt-get install dataset-fashion-mnist, or pass --data-dir)")
     if not mnist_splits(args.data_dir):
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-
-    with make_client(args) as client:  # first: a wrong --scheduler fails before anything is read or written
-        t0 = time.perf_counter()
-        with dask.config.set(scheduler="threads"):  # the views are computed here, not shipped to the cluster
-            store = build_store(args.data_dir, args.store or args.out_dir / "views.zarr", args.limit, args.chunk_rows)
-        t_store = time.perf_counter() - t0
-        if args.limit is not None and args.limit > store.n_samples:
-            print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "
-                  "using all of them", flush=True)
-        if args.n_clusters is None:
-            if store.labels is None:
-                parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
-            args.n_clusters = len(np.unique(store.labels))
-        t1 = time.perf_counter()
-        result = fit_store(store, args.n_clusters, order=args.order, n_landmarks=args.n_landmarks,
-                           n_components=args.n_components, random_state=args.seed, client=client,
-                           progress=lambda line: print(line, flush=True))
-        seconds = time.perf_counter() - t1
-        report = {"data_dir": str(args.data_dir.resolve()), "split": store.metadata["split"], "limit": args.limit,
-                  "chunk_rows": args.chunk_rows, "n_samples": store.n_samples, "views": store.view_names,
-                  "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,
-                  "n_clusters": args.n_clusters, "n_components": result.parameters["n_components"],
-                  "n_landmarks": result.parameters["n_landmarks"], "order": args.order,
-                  "seed": args.seed, "workers": len(client.scheduler_info().get("workers", {})),
-                  "store_seconds": t_store,
-                  "fit_seconds": seconds, "stage_seconds": result.timings,
-                  "computed_stages": result.computed_stages,  # the others were read back from the store (resumed)
-                  "n_iter": len(result.objective), "converged": result.converged,
-                  "view_weights": result.view_weights.tolist(),
-                  "objective": result.objective.tolist(), "scores": score(store.labels, result.labels)}
-        if args.sweep:
-            report["sweep"] = anchor_sweep(store, args, client)
-            plot_sweep(report["sweep"], args.out_dir / "anchor_sweep.png")
-    plot_convergence(result.objective, args.out_dir / "convergence.png")
-    (args.out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = Progress(quiet=args.quiet)
+    with log.watch():
+        log("starting the Dask cluster" if not args.scheduler else f"connecting to {args.scheduler}")
+        with make_client(args) as client:  # first: a wrong --scheduler fails before anything is read or written
+            log(f"Dask dashboard: {client.dashboard_link}")
+            log.client = client
+            report, store, result = fit(args, parser, client, log)
+            log.client = None
+        log("writing report.json, report.html, labels, convergence.png")
+        save_objective(result.objective, args.out / "convergence.png", result.refinement_objective)
+        (args.out / "report.json").write_text(json.dumps(report, indent=2))
+        write_labels(args.out, result.labels)
+        write_html(args.out / "report.html", page(store, result, report))
+        log(f"wrote {args.out / 'report.html'}")
     scores = report["scores"] or {}
+    print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
     print("  ".join(f"{key.upper()}={scores[key]:.4f}" for key in ("acc", "nmi", "purity") if key in scores))
-    print(f"store {t_store:.1f}s  fit {seconds:.1f}s  stages: "
+    print(f"store {report['store_seconds']:.1f}s  fit {report['fit_seconds']:.1f}s  stages: "
           + "  ".join(f"{s}={t:.2f}s" for s, t in result.timings.items()))
     return report
+
+
+def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any,
+        log: Progress) -> tuple[dict, MultiViewStore, Any]:
+    """Build (or reuse) the store, fit it, and the report's content."""
+    t0 = time.perf_counter()
+    log(f"building the three views of {args.data_dir}")
+    with dask.config.set(scheduler="threads"):  # the views are computed here, not shipped to the cluster
+        store = build_store(args.data_dir, args.store or args.out / "views.zarr", args.limit, args.chunk_rows)
+    t_store = time.perf_counter() - t0
+    log(f"store {store.path}: {store.n_samples} samples, views {store.view_names} ({t_store:.1f}s)")
+    if args.limit is not None and args.limit > store.n_samples:
+        print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "
+              "using all of them", flush=True)
+    if args.n_clusters is None:
+        if store.labels is None:
+            parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
+        args.n_clusters = len(np.unique(store.labels))
+    t1 = time.perf_counter()
+    result = fit_store(store, args.n_clusters, order=args.order, n_landmarks=args.n_landmarks,
+                       n_components=args.n_components, refine=args.refine, random_state=args.random_state,
+                       client=client, progress=lambda line: log(f"  {line}"))
+    seconds = time.perf_counter() - t1
+    log(f"fusion {'converged' if result.converged else 'stopped'} after {len(result.objective)} iterations")
+    report = {"data_dir": str(args.data_dir.resolve()), "split": store.metadata["split"], "limit": args.limit,
+              "chunk_rows": args.chunk_rows, "n_samples": store.n_samples, "views": store.view_names,
+              "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,
+              "n_clusters": args.n_clusters, "n_components": result.parameters["n_components"],
+              "n_landmarks": result.parameters["n_landmarks"], "order": args.order, "refine": args.refine,
+              "random_state": args.random_state, "workers": len(client.scheduler_info().get("workers", {})),
+              "store_seconds": t_store,
+              "fit_seconds": seconds, "stage_seconds": result.timings,
+              "computed_stages": result.computed_stages,  # the others were read back from the store (resumed)
+              "n_iter": len(result.objective), "converged": result.converged,
+              "view_weights": result.view_weights.tolist(),
+              "objective": result.objective.tolist(), "scores": score(store.labels, result.labels),
+              "cluster_sizes": cluster_sizes(result.labels, args.n_clusters),
+              "single_view_scores": None if store.labels is None else single_view_scores(
+                  result.view_embeddings, store.labels, args.n_clusters, store.view_names, args.random_state)}
+    if args.sweep:
+        log("anchor sweep")
+        report["sweep"] = anchor_sweep(store, args, client)
+        plot_sweep(report["sweep"], args.out / "anchor_sweep.png")
+    return report, store, result
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """The ``onmsc-dask`` command line, run in-process on real Dask clusters."""
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -76,10 +77,16 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert all(stages[s].attrs["complete"] is True for s in ("view_graphs", "view_embeddings", "onmsc"))
     # progress: each stage of the fit as it ends, before the summary line
     err = capsys.readouterr()
-    assert "ACC" in err.out
-    order = ["graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders 1..2, width 10)",
-             "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
-             "label refinement: ", "] fusion converged after"]
+    assert "ACC" in err.out and err.err.count("fusion converged") == 1
+    sizes = np.bincount(np.load(tmp_path / "labels.npy"), minlength=10)
+    assert "cluster sizes: " + "  ".join(f"{c}:{s}" for c, s in enumerate(sizes)) in err.out
+    assert report["cluster_sizes"] == sizes.tolist()
+    csv = np.loadtxt(tmp_path / "labels.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    assert (tmp_path / "labels.csv").read_text().startswith("sample,cluster\n")
+    np.testing.assert_array_equal(csv, np.column_stack([np.arange(1797), np.load(tmp_path / "labels.npy")]))
+    order = ["] Dask dashboard: http://", "graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders "
+             "1..2, width 10)", "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
+             "label refinement: ", "] writing the results to the store", "report.json, report.html, convergence.png"]
     positions = [err.err.find(line) for line in order]
     assert -1 not in positions and positions == sorted(positions), err.err
 
@@ -89,11 +96,12 @@ def test_npz_on_given_scheduler(tmp_path, scheduler):
     data = tmp_path / "blobs.npz"
     np.savez(data, view0=views[0], view1=views[1], y=y)
     out = tmp_path / "run"
-    assert main(["run", "--data", str(data), "--out", str(out), "--scheduler", scheduler]) == 0
+    assert main(["run", "--data", str(data), "--out", str(out), "--scheduler", scheduler,
+                 "--view-names", "colour", "shape"]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["parameters"]["scheduler"] == scheduler and report["resolved"]["n_workers"] == 1
     assert report["resolved"]["n_clusters"] == 3 and report["metrics"]["acc"] > 0.95
-    assert list(report["view_weights"]) == ["view0", "view1"]
+    assert list(report["view_weights"]) == ["colour", "shape"] == MultiViewStore(out / "views.zarr").view_names
     assert np.load(out / "labels.npy").shape == (90,)
     # the paper's F on request: the labels of ONMSC(consensus_graph="average") with the same seed
     assert main(["run", "--data", str(data), "--out", str(tmp_path / "avg"), "--scheduler", scheduler,
@@ -425,7 +433,19 @@ def test_help_in_subprocess(command):
         result = subprocess.run(command + args, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         assert "usage: onmsc-dask" in result.stdout
-    assert "--scheduler" in result.stdout and "--embedding" in result.stdout
+        assert "examples:\n  onmsc-dask run --dataset digits --out runs/digits" in result.stdout
+    assert "--scheduler" in result.stdout and "--embedding" in result.stdout and "--view-names" in result.stdout
+    version = subprocess.run(command + ["--version"], capture_output=True, text=True, timeout=120)
+    assert version.returncode == 0 and version.stdout.strip() == f"onmsc-dask {importlib.metadata.version('onmsc-dask')}"
+
+
+def test_view_names_must_match_the_views(tmp_path, capsys):
+    views, y = _blobs()
+    np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
+    assert main(["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "out"),
+                 "--view-names", "one"]) == 2
+    assert "--view-names gives 1 names for the 2 views of" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_path, scheduler, capsys, monkeypatch):

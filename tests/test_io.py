@@ -1,7 +1,6 @@
 import gzip
 import re
 import warnings
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -11,8 +10,8 @@ import scipy.sparse as sp
 
 from onmsc_dask.io import load, load_mat, load_mnist_dir, load_npz, load_view_files, read_idx
 from onmsc_dask.store import MultiViewStore
+from shared_data import shared_mats, shared_path
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 N = 30
 
 
@@ -455,10 +454,8 @@ def test_load_dispatches_by_extension(tmp_path, dataset):
 # ------------------------------------------------------- real benchmark data
 
 
-_SHARED_MATS = sorted(SHARED_DATA.glob("*.mat"))
-_NO_SHARED = pytest.mark.skip(
-    reason=f"benchmark data not available: no .mat files in {SHARED_DATA}"
-)
+_SHARED_MATS = shared_mats()
+_NO_SHARED = pytest.mark.skip(reason="benchmark data not available: no .mat files in ../shared/data")
 
 
 @pytest.mark.parametrize(
@@ -472,12 +469,8 @@ def test_shared_benchmark_mat_views_have_one_row_per_label(path):
         assert view.shape[0] == len(y)
 
 
-@pytest.mark.skipif(
-    not (SHARED_DATA / "mnist-t10k").is_dir(),
-    reason=f"benchmark data not available: no {SHARED_DATA / 'mnist-t10k'}",
-)
 def test_shared_mnist_t10k():
-    images, labels = load_mnist_dir(SHARED_DATA / "mnist-t10k", "test")
+    images, labels = load_mnist_dir(shared_path("mnist-t10k"), "test")
     assert images.shape == (10000, 28, 28) and images.dtype == np.uint8
     assert set(np.unique(labels)) == set(range(10))
 

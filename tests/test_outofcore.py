@@ -1,7 +1,6 @@
 """Out-of-core anchor pipeline: parity with the in-memory estimator, real clusters, resume, MNIST script."""
 import importlib.util
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +14,9 @@ from onmsc_dask.api import ONMSC
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.spectral import anchor_factor, anchor_factor_pieces, anchor_factor_rows, anchor_column_sums
 from onmsc_dask.store import MultiViewStore
+from shared_data import shared_path
 
 ROOT = Path(__file__).resolve().parents[1]
-MNIST_T10K = Path("/work/shared/data/mnist-t10k")
 PARAMS = dict(n_landmarks=60, random_state=0, n_init=3)
 
 
@@ -208,19 +207,17 @@ def test_real_cluster_matches_local_cluster(store, tmp_path):
         real.stop()
 
 
-@pytest.mark.skipif(not MNIST_T10K.is_dir(), reason=f"MNIST test set not found at {MNIST_T10K}")
 def test_pipeline_script_on_mnist_t10k(tmp_path):
+    mnist_t10k = shared_path("mnist-t10k")
     spec = importlib.util.spec_from_file_location("mnist60k", ROOT / "pipelines" / "mnist60k.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    t0 = time.perf_counter()
-    report = module.main(["--data-dir", str(MNIST_T10K), "--limit", "2000", "--out-dir", str(tmp_path),
+    report = module.main(["--data-dir", str(mnist_t10k), "--limit", "2000", "--out", str(tmp_path),
                           "--chunk-rows", "500", "--n-landmarks", "300", "--workers", "2"])
     assert report["n_samples"] == 2000 and report["view_dims"] == [784, 324, 144]
     assert report["scores"]["acc"] > 0.5
-    for name in ("report.json", "convergence.png"):
+    for name in ("report.json", "report.html", "convergence.png", "labels.npy", "labels.csv"):
         assert (tmp_path / name).stat().st_size > 0
-    assert time.perf_counter() - t0 < 120
 
 
 def test_sparse_count_view_equals_in_memory_anchor(tmp_path):

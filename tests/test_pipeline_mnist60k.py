@@ -58,7 +58,7 @@ def mnist_dir(path: Path, labels: bool = True) -> Path:
 
 
 def run(module: ModuleType, data: Path, out: Path, scheduler: str, *extra: str) -> dict:
-    return module.main(["--data-dir", str(data), "--out-dir", str(out), "--scheduler", scheduler, *ARGS, *extra])
+    return module.main(["--data-dir", str(data), "--out", str(out), "--scheduler", scheduler, *ARGS, *extra])
 
 
 def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypatch):
@@ -66,12 +66,15 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
     data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
     report = run(mnist60k, data, out, scheduler, "--sweep")
     assert [s["n_landmarks"] for s in report["sweep"]] == [10, 20]
-    assert report["n_clusters"] == K and report["seed"] == 0 and report["n_iter"] == len(report["objective"])
+    assert report["n_clusters"] == K and report["random_state"] == 0 and report["n_iter"] == len(report["objective"])
     assert report["n_components"] == K  # the resolved width (200 samples, under 500 per cluster), not None
     assert all(set(s["scores"]) >= {"acc", "nmi", "purity"} for s in report["sweep"])
     assert report["scores"]["acc"] > 0.9
-    assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "report.json",
+    assert sorted(p.name for p in out.iterdir()) == ["anchor_sweep.png", "convergence.png", "labels.csv",
+                                                     "labels.npy", "report.html", "report.json",
                                                      "views.zarr"]  # the sweep's copies are removed
+    assert report["cluster_sizes"] == np.bincount(np.load(out / "labels.npy"), minlength=K).tolist()
+    assert set(report["single_view_scores"]) == {"pixels", "hog", "dct"}
     store = MultiViewStore(out / "views.zarr")
     assert store.read_result("landmarks", "L0").shape[0] == 40
     assert all(params["n_landmarks"] == 40 for params in store.stages().values())
@@ -128,7 +131,7 @@ def test_replaced_images_rebuild_the_store(mnist60k, scheduler, tmp_path):
 
 def test_n_clusters_defaults_to_the_number_of_labels(mnist60k, scheduler, tmp_path, capsys):
     data = mnist_dir(tmp_path / "data")
-    args = ["--data-dir", str(data), "--out-dir", str(tmp_path / "out"), "--scheduler", scheduler,
+    args = ["--data-dir", str(data), "--out", str(tmp_path / "out"), "--scheduler", scheduler,
             "--limit", "200", "--n-landmarks", "40"]
     assert mnist60k.main(args)["n_clusters"] == K
     unlabelled = mnist_dir(tmp_path / "unl", labels=False)
@@ -144,12 +147,12 @@ def test_bad_directories_and_foreign_stores_are_refused(mnist60k, tmp_path, caps
     empty.mkdir()
     for data_dir in (empty, tmp_path / "missing"):
         with pytest.raises(SystemExit) as exit_info:
-            mnist60k.main(["--data-dir", str(data_dir), "--out-dir", str(tmp_path / "out")])
+            mnist60k.main(["--data-dir", str(data_dir), "--out", str(tmp_path / "out")])
         assert exit_info.value.code == 2
     assert "holds no MNIST-format image file" in capsys.readouterr().err and not (tmp_path / "out").exists()
     foreign = MultiViewStore.create(tmp_path / "other.zarr", [np.eye(6), np.eye(6)[::-1]], metadata={"x": 1})
     with pytest.raises(SystemExit, match="not a store this pipeline wrote; refusing to overwrite it"):
-        mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out-dir", str(tmp_path / "out"),
+        mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out", str(tmp_path / "out"),
                        "--store", str(foreign.path), *ARGS])
     assert MultiViewStore(foreign.path).metadata == {"x": 1}
 
@@ -162,7 +165,7 @@ def test_dotted_idx_names_and_a_limit_beyond_the_images(mnist60k, scheduler, tmp
     dotted.mkdir()
     (data / "train-images-idx3-ubyte.gz").rename(dotted / "t10k-images.idx3-ubyte.gz")
     (data / "train-labels-idx1-ubyte").rename(dotted / "t10k-labels.idx1-ubyte")
-    report = mnist60k.main(["--data-dir", str(dotted), "--out-dir", str(tmp_path / "out"), "--scheduler", scheduler,
+    report = mnist60k.main(["--data-dir", str(dotted), "--out", str(tmp_path / "out"), "--scheduler", scheduler,
                             *ARGS[2:], "--limit", str(N + 50)])
     assert report["split"] == "t10k" and report["n_samples"] == N
     assert f"--limit {N + 50}: the t10k split has only {N} images; using all of them" in capsys.readouterr().out
@@ -178,3 +181,16 @@ def test_a_wrong_scheduler_fails_before_the_store_is_written(mnist60k, scheduler
     with pytest.raises(OSError, match="is a Dask Worker, not a scheduler"):
         run(mnist60k, mnist_dir(tmp_path / "data"), out, worker)
     assert not (out / "views.zarr").exists()
+
+
+def test_old_flag_names_are_accepted_with_a_note(mnist60k, scheduler, tmp_path, capsys):
+    """--seed and --out-dir (the pipeline's names before it took the CLI's) still work, saying so."""
+    out = tmp_path / "out"
+    report = mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out-dir", str(out), "--seed", "3",
+                            "--scheduler", scheduler, "--no-refine", *ARGS])
+    err = capsys.readouterr().err
+    assert "--out-dir is deprecated, use --out" in err and "--seed is deprecated, use --random-state" in err
+    assert report["random_state"] == 3 and report["refine"] is False
+    labels = np.load(out / "labels.npy")
+    np.testing.assert_array_equal(np.loadtxt(out / "labels.csv", delimiter=",", skiprows=1, dtype=int)[:, 1], labels)
+    assert len(MultiViewStore(out / "views.zarr").read_result("labels", "refinement_objective")) == 0

@@ -1,0 +1,311 @@
+"""``report.html``: one self-contained page (figures as base64 PNG, no network) describing a run, written by the CLI
+and ``pipelines/mnist60k.py``; also the objective plot (``convergence.png``) both write.
+
+The page shows the data set (n, views, dimensions, metrics), the clustering (cluster sizes, view weights mu and the
+views left out, objective trace), scores against the labels when there are any (ACC / NMI / ARI, the confusion
+matrix in Hungarian order, each view's single-view spectral clustering), a 2-D map of the read-out coloured by
+cluster (and label), and sample thumbnails per cluster for image data.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure  # the Agg canvas: no GUI backend needed
+from scipy.optimize import linear_sum_assignment
+
+from .assign import assign_labels, normalize_rows
+from .metrics import evaluate
+
+#: samples drawn in the 2-D map at most, thumbnails per cluster
+MAP_POINTS, THUMBNAILS = 5000, 12
+LEFT_OUT = "shares no cluster structure with any other view (fusion.related_views): weight 0, not in F's graph"
+
+
+@dataclass
+class RunPage:
+    """What report.html shows about one run."""
+
+    title: str
+    source: str
+    view_names: list[str]
+    view_dims: list[int]
+    view_metrics: list[str]
+    labels: np.ndarray
+    view_weights: np.ndarray
+    related_views: np.ndarray
+    objective: np.ndarray
+    readout: np.ndarray  # the rows k-means clustered (assign.readout)
+    refinement_objective: np.ndarray = field(default_factory=lambda: np.empty(0))
+    y: np.ndarray | None = None
+    scores: dict[str, float] | None = None
+    single_view_scores: dict[str, dict[str, float]] | None = None
+    thumbnails: np.ndarray | None = None  # (k, THUMBNAILS, h, w), NaN where a cluster has fewer samples
+    facts: dict[str, Any] = field(default_factory=dict)  # parameters and timings, shown as they are
+
+
+def cluster_sizes(labels: np.ndarray, n_clusters: int) -> list[int]:
+    """Samples per cluster 0..k-1."""
+    return np.bincount(np.asarray(labels), minlength=n_clusters).tolist()
+
+
+def write_labels(out: Path, labels: np.ndarray) -> None:
+    """``labels.npy`` and ``labels.csv`` (header ``sample,cluster``, one row per sample) in `out`."""
+    labels = np.asarray(labels)
+    np.save(out / "labels.npy", labels)
+    np.savetxt(out / "labels.csv", np.column_stack([np.arange(len(labels)), labels]), fmt="%d", delimiter=",",
+               header="sample,cluster", comments="")
+
+
+def sizes_line(sizes: list[int]) -> str:
+    """The stdout line of cluster sizes."""
+    return "cluster sizes: " + "  ".join(f"{c}:{s}" for c, s in enumerate(sizes))
+
+
+def single_view_scores(view_embeddings: np.ndarray, y: np.ndarray, n_clusters: int, names: list[str],
+                       random_state: int = 0) -> dict[str, dict[str, float]]:
+    """Scores of each view clustered alone: k-means on the first k eigenvectors of its first-order embedding
+    H_p^(1) (the view's spectral clustering, SB-SC's per-view labels)."""
+    return {name: evaluate(y, assign_labels(H[0][:, :n_clusters], n_clusters, n_init=4,
+                                            random_state=random_state)[0])
+            for name, H in zip(names, view_embeddings)}
+
+
+def hungarian_confusion(y: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts (classes x clusters) with the clusters ordered by the class each is matched to (the matching of ACC),
+    unmatched clusters last; returns the matrix, the class values and the cluster order."""
+    classes, yi = np.unique(y, return_inverse=True)
+    clusters, li = np.unique(labels, return_inverse=True)
+    counts = np.zeros((len(classes), len(clusters)), np.int64)
+    np.add.at(counts, (yi, li), 1)
+    rows, cols = linear_sum_assignment(-counts)
+    order = list(cols[np.argsort(rows)]) + [c for c in range(len(clusters)) if c not in set(cols)]
+    return counts[:, order], classes, clusters[order]
+
+
+def thumbnails(store: Any, view: int, shape: tuple[int, int], labels: np.ndarray, n_clusters: int,
+               random_state: int = 0) -> np.ndarray:
+    """Up to THUMBNAILS random samples of each cluster from `store`'s image view, as (k, THUMBNAILS, h, w) images
+    (NaN where a cluster has fewer); only the row chunks that hold a chosen sample are read."""
+    rng = np.random.default_rng(random_state)
+    chosen = np.full((n_clusters, THUMBNAILS), -1)
+    for c in range(n_clusters):
+        members = np.flatnonzero(labels == c)
+        picked = np.sort(rng.choice(members, min(THUMBNAILS, len(members)), replace=False))
+        chosen[c, :len(picked)] = picked
+    images = np.full((n_clusters, THUMBNAILS, shape[0] * shape[1]), np.nan)
+    for start, stop in store.row_chunks(view):
+        inside = (chosen >= start) & (chosen < stop)
+        if inside.any():
+            rows = store.read_rows(view, start, stop)
+            images[inside] = np.asarray(rows.todense() if hasattr(rows, "todense") else rows)[chosen[inside] - start]
+    return images.reshape(n_clusters, THUMBNAILS, *shape)
+
+
+def plot_objective(objective: np.ndarray, refinement: np.ndarray | None = None) -> Figure:
+    """The late-fusion objective J per iteration (Eq. 11), on an axis spanning at least 1 % of |J| so that a change
+    of a few hundredths of a percent looks as flat as it is; with the label refinement's trace beside it."""
+    objective = np.asarray(objective, float)
+    panels = 1 + (refinement is not None and len(refinement) > 0)
+    fig = Figure(figsize=(5 * panels, 3.2), layout="constrained")
+    ax = fig.add_subplot(1, panels, 1)
+    ax.plot(np.arange(1, len(objective) + 1), objective, marker="o")
+    change = (objective[-1] - objective[0]) / abs(objective[0]) if len(objective) and objective[0] else 0.0
+    ax.set(xlabel="iteration", ylabel="objective J (Eq. 11, maximised)",
+           title=f"late fusion: {len(objective)} iteration{'s' * (len(objective) != 1)}, change {change:+.3%}")
+    _pad(ax, objective, first=1)
+    if panels == 2:
+        ax = fig.add_subplot(1, 2, 2)
+        ax.plot(np.arange(len(refinement)), refinement, marker="o", color="C1")
+        ax.set(xlabel="move", ylabel="normalized association", title="label refinement")
+        _pad(ax, np.asarray(refinement, float), first=0)
+    return fig
+
+
+def _pad(ax: Any, values: np.ndarray, first: int) -> None:
+    """y limits spanning at least 1 % of the values' magnitude, without an offset in the tick labels; integer x
+    ticks from `first`, half a step of margin on both sides."""
+    if not len(values):
+        return
+    ax.set_xlim(first - 0.5, first + len(values) - 0.5)
+    if len(values) <= 12:
+        ax.set_xticks(range(first, first + len(values)))
+    else:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    low, high, scale = values.min(), values.max(), max(abs(values).max(), 1e-12)
+    middle, half = (low + high) / 2, max((high - low) * 0.6, 0.005 * scale)
+    ax.set_ylim(middle - half, middle + half)
+    ax.ticklabel_format(axis="y", useOffset=False)
+
+
+def save_objective(objective: np.ndarray, path: Path, refinement: np.ndarray | None = None) -> None:
+    """convergence.png: :func:`plot_objective` as a PNG file."""
+    plot_objective(objective, refinement).savefig(path, dpi=110)
+
+
+def map_2d(readout: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The row-normalized read-out projected on the two directions along which the cluster centres spread most
+    (principal axes of the size-weighted centres): the plane that separates the clusters best among linear ones."""
+    X = normalize_rows(readout)
+    ids, counts = np.unique(labels, return_counts=True)
+    centres = np.stack([X[labels == c].mean(axis=0) for c in ids])
+    mean = counts @ centres / counts.sum()
+    _, _, vt = np.linalg.svd(np.sqrt(counts)[:, None] * (centres - mean), full_matrices=False)
+    axes = vt[:2].T if len(vt) >= 2 else np.eye(X.shape[1], 2)
+    return (X - mean) @ axes
+
+
+def plot_map(page: RunPage) -> Figure:
+    """:func:`map_2d` of at most MAP_POINTS random samples, coloured by cluster and, beside, by label; with labels a
+    cluster takes the colour of the class it is matched to."""
+    n = len(page.labels)
+    keep = np.sort(np.random.default_rng(0).choice(n, min(n, MAP_POINTS), replace=False))
+    xy = map_2d(page.readout, page.labels)[keep]
+    clusters = np.unique(page.labels, return_inverse=True)[1]
+    colourings = [("cluster", clusters)]
+    if page.y is not None:
+        _, classes = np.unique(page.y, return_inverse=True)
+        _, _, order = hungarian_confusion(page.y, page.labels)  # cluster order[i] is matched to class i
+        colour = np.empty(len(order), np.int64)
+        colour[np.searchsorted(np.unique(page.labels), order)] = np.arange(len(order))
+        colourings = [("cluster (colour of the matched label)", colour[clusters]), ("label", classes)]
+    fig = Figure(figsize=(4.4 * len(colourings), 4.0), layout="constrained")
+    for i, (what, codes) in enumerate(colourings):
+        ax = fig.add_subplot(1, len(colourings), i + 1)
+        ax.scatter(xy[:, 0], xy[:, 1], c=codes[keep], cmap="tab20" if codes.max() >= 10 else "tab10", s=4,
+                   vmin=0, vmax=max(codes.max(), 9), linewidths=0)
+        ax.set(title=f"coloured by {what}", xticks=[], yticks=[])
+    return fig
+
+
+def plot_confusion(y: np.ndarray, labels: np.ndarray) -> Figure:
+    """The Hungarian-ordered confusion matrix, counts in the cells."""
+    counts, classes, clusters = hungarian_confusion(y, labels)
+    size = 1.4 + 0.3 * max(counts.shape)
+    fig = Figure(figsize=(size + 1, size), layout="constrained")
+    ax = fig.add_subplot()
+    ax.imshow(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1), cmap="Blues", vmin=0, vmax=1)
+    if counts.size <= 400:
+        for (i, j), c in np.ndenumerate(counts):
+            if c:
+                ax.text(j, i, str(c), ha="center", va="center", fontsize=6,
+                        color="white" if c > counts[i].sum() / 2 else "black")
+    ax.set_xticks(range(len(clusters)), [str(c) for c in clusters], fontsize=8)
+    ax.set_yticks(range(len(classes)), [str(c) for c in classes], fontsize=8)
+    ax.set(xlabel="cluster (in the order of the matched class)", ylabel="label")
+    return fig
+
+
+def plot_thumbnails(images: np.ndarray, sizes: list[int]) -> Figure:
+    """One row of sample images per cluster."""
+    k, per = images.shape[:2]
+    fig = Figure(figsize=(0.55 * per + 1.2, 0.55 * k + 0.2))
+    finite = images[np.isfinite(images)]
+    low, high = (finite.min(), finite.max()) if finite.size else (0, 1)
+    for c in range(k):
+        for j in range(per):
+            ax = fig.add_axes([(1.2 + 0.55 * j) / (0.55 * per + 1.2), 1 - (c + 1) * 0.55 / (0.55 * k + 0.2),
+                               0.5 / (0.55 * per + 1.2), 0.5 / (0.55 * k + 0.2)])
+            ax.set_axis_off()
+            if np.isfinite(images[c, j]).all():
+                ax.imshow(images[c, j], cmap="gray_r", vmin=low, vmax=high, interpolation="nearest")
+            if j == 0:
+                ax.text(-0.3, 0.5, f"{c} ({sizes[c]})", transform=ax.transAxes, ha="right", va="center", fontsize=8)
+    return fig
+
+
+def _png(fig: Figure, alt: str, key: str) -> str:
+    """An <img> with the figure as an embedded base64 PNG."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img data-figure="{key}" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _table(header: list[str], rows: list[list[Any]], keys: list[list[str | None]] | None = None) -> str:
+    """An HTML table; a cell with a key carries it as data-key (the tests read the rendered values by key)."""
+    def cell(value: Any, key: str | None) -> str:
+        text = f"{value:.4f}" if isinstance(value, float) else html.escape(str(value))
+        return f'<td data-key="{key}">{text}</td>' if key else f"<td>{text}</td>"
+
+    keys = keys or [[None] * len(r) for r in rows]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(cell(v, k) for v, k in zip(r, ks)) + "</tr>" for r, ks in zip(rows, keys))
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def write_html(path: Path, page: RunPage) -> None:
+    """Write ``report.html`` for `page`."""
+    k = int(page.labels.max()) + 1 if len(page.labels) else 0
+    sizes = cluster_sizes(page.labels, k)
+    views = _table(["view", "dimension", "metric", "weight μ", "fused"],
+                   [[name, d, m, float(mu), "yes" if kept else f"no: {LEFT_OUT}"]
+                    for name, d, m, mu, kept in zip(page.view_names, page.view_dims, page.view_metrics,
+                                                    page.view_weights, page.related_views)],
+                   [[None, None, None, f"view_weights.{name}", None] for name in page.view_names])
+    parts = [f"<h1>{html.escape(page.title)}</h1>",
+             f'<p>{html.escape(page.source)}: <b data-key="n_samples">{len(page.labels)}</b> samples, '
+             f'{len(page.view_names)} views, <b data-key="n_clusters">{k}</b> clusters.</p>',
+             "<h2>Views</h2>", views,
+             "<h2>Clusters</h2>",
+             _table(["cluster"] + [str(c) for c in range(k)], [["samples"] + sizes],
+                    [[None] + [f"cluster_sizes.{c}" for c in range(k)]])]
+    if page.scores is not None:
+        parts += ["<h2>Against the labels</h2>",
+                  _table(["", "ACC", "NMI", "ARI", "purity"],
+                         [["ONMSC"] + [page.scores[m] for m in ("acc", "nmi", "ari", "purity")]]
+                         + [[f"{name} alone"] + [s[m] for m in ("acc", "nmi", "ari", "purity")]
+                            for name, s in (page.single_view_scores or {}).items()],
+                         [[None] + [f"metrics.{m}" for m in ("acc", "nmi", "ari", "purity")]]
+                         + [[None] + [f"single_view_scores.{name}.{m}" for m in ("acc", "nmi", "ari", "purity")]
+                            for name in (page.single_view_scores or {})]),
+                  "<p>A view alone: k-means on its own spectral embedding (first order).</p>",
+                  _png(plot_confusion(page.y, page.labels), "confusion matrix", "confusion")]
+    parts += ["<h2>Map of the embedding</h2>",
+              "<p>The read-out rows (H*, or the fusion target when wider than k) projected on the plane where the "
+              "cluster centres spread most.</p>", _png(plot_map(page), "2-D map", "map")]
+    if page.thumbnails is not None:
+        parts += ["<h2>Samples of each cluster</h2>", _png(plot_thumbnails(page.thumbnails, sizes), "thumbnails",
+                                                           "thumbnails")]
+    parts += ["<h2>Objective</h2>", _png(plot_objective(page.objective, page.refinement_objective), "objective",
+                                         "objective")]
+    if page.facts:
+        parts += ["<h2>Parameters and times</h2>",
+                  _table(["", "value"], [[name, value if not isinstance(value, (dict, list)) else
+                                          ", ".join(f"{a}: {b:.2f}" if isinstance(b, float) else f"{a}: {b}"
+                                                    for a, b in (value.items() if isinstance(value, dict)
+                                                                 else enumerate(value)))]
+                                         for name, value in page.facts.items()])]
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;color:#222}"
+             "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;"
+             "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
+    path.write_text(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
+                    f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n", encoding="utf-8")
+
+
+def image_view(metadata: dict) -> tuple[int, tuple[int, int]] | None:
+    """The image view of a store and its image shape, from its metadata ``image_shape`` {"view", "shape"}."""
+    info = metadata.get("image_shape")
+    return None if not info else (int(info["view"]), (int(info["shape"][0]), int(info["shape"][1])))
+
+
+def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, readout: np.ndarray,
+               view_weights: np.ndarray, related_views: np.ndarray, objective: np.ndarray,
+               refinement_objective: np.ndarray, view_metrics: list[str], scores: dict | None,
+               single_scores: dict | None, facts: dict, random_state: int = 0) -> RunPage:
+    """The RunPage of a fit of `store`'s views (thumbnails when its metadata names an image view)."""
+    image = image_view(store.metadata)
+    k = int(np.max(labels)) + 1
+    return RunPage(title=title, source=source, view_names=list(store.view_names),
+                   view_dims=[store.view_shape(p)[1] for p in range(store.n_views)], view_metrics=list(view_metrics),
+                   labels=np.asarray(labels), view_weights=np.asarray(view_weights),
+                   related_views=np.asarray(related_views, bool), objective=np.asarray(objective),
+                   refinement_objective=np.asarray(refinement_objective), readout=np.asarray(readout),
+                   y=store.labels, scores=scores, single_view_scores=single_scores,
+                   thumbnails=None if image is None else thumbnails(store, *image, np.asarray(labels), k, random_state),
+                   facts=facts)

@@ -1,0 +1,119 @@
+"""report.html rendered in real headless Chromium: every figure loads and the numbers shown are report.json's."""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed import LocalCluster
+from matplotlib.image import imread
+
+from onmsc_dask.cli import main
+from onmsc_dask.report import hungarian_confusion
+from onmsc_dask.store import MultiViewStore
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
+                                reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+#: reads the rendered page in an iframe: every <img> (loaded, natural width) and each data-key element's visible text
+PROBE = """<!DOCTYPE html><html><body><iframe id="f" src="{src}" width="1100" height="900"></iframe><script>
+f.onload = () => {{ const d = f.contentDocument; const out = document.createElement("pre"); out.id = "result";
+  out.textContent = JSON.stringify({{images: [...d.images].map(i => [i.dataset.figure, i.complete, i.naturalWidth]),
+    keys: Object.fromEntries([...d.querySelectorAll("[data-key]")].map(e => [e.dataset.key, e.innerText]))}});
+  document.body.appendChild(out); }};
+</script></body></html>"""
+
+
+def chromium(*args: str) -> str:
+    """Headless Chromium's stdout (--no-sandbox: CI runs as root)."""
+    assert CHROMIUM is not None, "chromium is not installed"
+    return subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--allow-file-access-from-files", *args], capture_output=True, text=True, timeout=120,
+                          check=True).stdout
+
+
+def rendered(page: Path) -> dict:
+    """The images and keyed values of `page` as Chromium rendered them."""
+    probe = page.parent / "probe.html"
+    probe.write_text(PROBE.format(src=page.name))
+    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    found = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
+    assert found, f"the page did not load in Chromium: {dom[:300]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """The CLI on a store of 10 x 10 images (three classes: a bright square in one of three places) with two views,
+    the pixels and a noisier copy of their row and column sums, with labels."""
+    tmp = tmp_path_factory.mktemp("report")
+    rng = np.random.default_rng(0)
+    y = np.arange(150) % 3
+    images = rng.uniform(0, 0.3, size=(150, 10, 10))
+    for c in range(3):
+        images[y == c, 1 + 3 * c:4 + 3 * c, 1 + 3 * c:4 + 3 * c] += 1
+    profiles = np.hstack([images.sum(axis=1), images.sum(axis=2)]) + rng.normal(0, 0.2, (150, 20))
+    store = MultiViewStore.create(tmp / "images.zarr", [images.reshape(150, -1), profiles], y,
+                                  view_names=["pixels", "profiles"],
+                                  metadata={"image_shape": {"view": 0, "shape": [10, 10]}})
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
+        assert main(["run", "--data", str(store.path), "--out", str(tmp / "out"),
+                     "--scheduler", cluster.scheduler_address]) == 0
+    return tmp / "out"
+
+
+@needs_chromium
+def test_report_renders_every_figure_and_the_numbers_of_report_json(run):
+    report = json.loads((run / "report.json").read_text())
+    shown = rendered(run / "report.html")
+    assert sorted(figure for figure, _, _ in shown["images"]) == ["confusion", "map", "objective", "thumbnails"]
+    assert all(complete and width > 0 for _, complete, width in shown["images"]), shown["images"]
+    keys = shown["keys"]
+    assert int(keys["n_samples"]) == report["dataset"]["n_samples"] == 150
+    assert [int(keys[f"cluster_sizes.{c}"]) for c in range(3)] == report["cluster_sizes"]
+    assert sum(report["cluster_sizes"]) == 150
+    for name, mu in report["view_weights"].items():
+        assert keys[f"view_weights.{name}"] == f"{mu:.4f}"
+    for metric in ("acc", "nmi", "ari", "purity"):
+        assert keys[f"metrics.{metric}"] == f"{report['metrics'][metric]:.4f}"
+        for view, scores in report["single_view_scores"].items():
+            assert keys[f"single_view_scores.{view}.{metric}"] == f"{scores[metric]:.4f}"
+    assert set(report["single_view_scores"]) == {"pixels", "profiles"}
+
+
+@needs_chromium
+def test_screenshot_shows_the_page(run):
+    shot = run / "shot.png"
+    chromium("--window-size=1000,1400", f"--screenshot={shot}", (run / "report.html").as_uri())
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[:2] == (1400, 1000)
+    ink = (pixels < 0.5).all(axis=2)  # dark pixels: text and figures
+    assert ink[:200].mean() > 0.002 and ink[400:].mean() > 0.002  # the tables and the figures below them
+
+
+def test_hungarian_confusion_orders_clusters_by_their_matched_class():
+    y = np.array([0, 0, 1, 1, 2, 2, 2])
+    labels = np.array([5, 5, 3, 3, 4, 4, 3])
+    counts, classes, clusters = hungarian_confusion(y, labels)
+    assert classes.tolist() == [0, 1, 2] and clusters.tolist() == [5, 3, 4]
+    assert counts.tolist() == [[2, 0, 0], [0, 2, 0], [0, 1, 2]]
+
+
+def test_image_views_of_idx_directories_and_digits(tmp_path):
+    """The thumbnails' source: an IDX directory's square images, the digits' 8 x 8 pixels, nothing for other data."""
+    from onmsc_dask.cli import _image_metadata, build_parser
+
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "t10k-images-idx3-ubyte").write_bytes(b"")  # mnist_splits looks at the names only
+    parse = build_parser().parse_args
+    assert _image_metadata(parse(["run", "--data", str(tmp_path / "idx"), "--out", "o"]), [np.zeros((3, 784))]) == {
+        "image_shape": {"view": 0, "shape": [28, 28]}}
+    assert _image_metadata(parse(["run", "--out", "o"]), []) == {"image_shape": {"view": 0, "shape": [8, 8]}}
+    assert _image_metadata(parse(["run", "--data", str(tmp_path / "a.npz"), "--out", "o"]),
+                           [np.zeros((3, 784))]) == {}
