@@ -209,8 +209,9 @@ def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list
 def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Path | None]:
     """The run's store ``DIR/views.zarr``, a description of the source, k, and the store it copies (else None). A
     store given with ``--data`` is copied file by file (never read whole, so its values are checked by the fit;
-    used as it is when it already is ``DIR/views.zarr``); other input is loaded, validated and written. Nothing is
-    created before the input is valid."""
+    used as it is when it already is ``DIR/views.zarr``); other input is loaded, validated and written. A
+    ``DIR/views.zarr`` written from the same input files, unchanged (_input_files), is used as it is, with its stages:
+    the same command resumes. Nothing is created before the input is valid."""
     from .io import is_store
     from .store import MultiViewStore
     from .validation import check_views
@@ -228,29 +229,25 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         args.out.mkdir(parents=True, exist_ok=True)
         return source, url, k, None
     given = args.data[0] if args.data is not None and len(args.data) == 1 and is_store(args.data[0]) else None
-    if given is not None and given.resolve() == store_path.resolve():
-        source = MultiViewStore(given)
-        k = _n_clusters(args, source.labels, source.n_samples, str(given))
-        _check_parameters(args, source.n_samples, k)
-        log(f"using {store_path}")
-        return source, str(given), k, None
-    fingerprint = _input_files(args)
-    previous = _previous_store(store_path, fingerprint)
-    if previous is not None:  # the same command again: resume after its last finished stage
-        source = str(given) if given is not None else previous.metadata.get("source", str(store_path))
-        k = _n_clusters(args, previous.labels, previous.n_samples, source)
-        _check_parameters(args, previous.n_samples, k)
-        log(f"resuming: {store_path} holds this input (finished stages: {_finished(previous)})")
-        return previous, source, k, given
-    if given is not None:
-        source = MultiViewStore(given)
-        k = _n_clusters(args, source.labels, source.n_samples, str(given))
-        _check_parameters(args, source.n_samples, k)
+    itself = given is not None and given.resolve() == store_path.resolve()
+    fingerprint = None if itself else _input_files(args)
+    previous = None if itself else _previous_store(store_path, fingerprint)
+    if given is not None or previous is not None:
+        store = previous if previous is not None else MultiViewStore(given)
+        source = str(given) if given is not None else store.metadata.get("source", str(store_path))
+        k = _n_clusters(args, store.labels, store.n_samples, source)
+        _check_parameters(args, store.n_samples, k)
+        if itself:
+            log(f"using {store_path}")
+            return store, source, k, None
+        if previous is not None:  # the same command again: resume after its last finished stage
+            log(f"resuming: {store_path} holds this input (finished stages: {_finished(previous)})")
+            return previous, source, k, given
         _replacing(store_path, log)
         log(f"copying {given} to {store_path}")
-        store = source.copy(store_path, stages=False, overwrite=True)
-        store.update_metadata(input=fingerprint)  # a copy of a run's store: this run's input, not that run's
-        return store, str(given), k, given
+        copy = store.copy(store_path, stages=False, overwrite=True)
+        copy.update_metadata(input=fingerprint)  # a copy of a run's store: this run's input, not that run's
+        return copy, source, k, given
     views, y, names, name = _load_input(args)
     if args.view_names is not None:
         if len(args.view_names) != len(views):
