@@ -6,12 +6,16 @@ from typing import Any
 
 def scattered(value: Any, broadcast: bool = False) -> Any:
     """`value` scattered to the workers of the running distributed client (to every worker with `broadcast`), as a
-    Future that tasks take as an argument; `value` itself when no distributed client runs (the local schedulers
-    share memory and serialise no graph)."""
+    Future that tasks take as an argument; `value` itself when no distributed client is the active scheduler (the
+    local schedulers share memory and serialise no graph)."""
+    from dask.base import get_scheduler
+
     try:
         from distributed import default_client
 
         client = default_client()
     except (ImportError, ValueError):
         return value
-    return client.scatter(value, broadcast=broadcast, hash=True)
+    if get_scheduler() != client.get:  # a local scheduler is configured over the client
+        return value
+    return client.scatter(value, broadcast=broadcast, hash=False)  # a fresh key: no release of an equal earlier one
