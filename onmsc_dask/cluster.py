@@ -4,10 +4,14 @@ from __future__ import annotations
 from typing import Any
 
 
+#: workers that hold each scattered value: a worker lost mid-fit leaves a copy for the scheduler to use
+REPLICAS = 2
+
+
 def scattered(value: Any, broadcast: bool = False) -> Any:
-    """`value` scattered to the workers of the running distributed client (to every worker with `broadcast`), as a
-    Future that tasks take as an argument; `value` itself when no distributed client is the active scheduler (the
-    local schedulers share memory and serialise no graph)."""
+    """`value` scattered to the workers of the running distributed client (to every worker with `broadcast`, else
+    to REPLICAS of them), as a Future that tasks take as an argument; `value` itself when no distributed client is
+    the active scheduler (the local schedulers share memory and serialise no graph)."""
     from dask.base import get_scheduler
 
     try:
@@ -18,4 +22,7 @@ def scattered(value: Any, broadcast: bool = False) -> Any:
         return value
     if get_scheduler() != client.get:  # a local scheduler is configured over the client
         return value
-    return client.scatter(value, broadcast=broadcast, hash=False)  # a fresh key: no release of an equal earlier one
+    future = client.scatter(value, broadcast=broadcast, hash=False)  # a fresh key: no release of an equal earlier one
+    if not broadcast:
+        client.replicate([future], n=REPLICAS)
+    return future
