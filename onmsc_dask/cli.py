@@ -376,7 +376,6 @@ def quiet_client_log() -> Iterator[None]:
 
 def run(args: argparse.Namespace, log: _Log) -> dict:
     """Execute ``onmsc-dask run``; returns the report (also written to ``args.out/report.json``)."""
-    import dask
     from distributed import Client, LocalCluster
 
     from .metrics import evaluate
@@ -397,9 +396,6 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
         timings["load_and_store"] = time.perf_counter() - t
         log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
 
-        # in-memory runs (up to spectral.EXACT_MAX_SAMPLES samples by default) send each view to its worker once,
-        # inside the task graph; distributed warns about graphs above 10 MB
-        stack.enter_context(dask.config.set({"distributed.admin.large-graph-warning-threshold": "1GiB"}))
         if not args.scheduler:
             t = time.perf_counter()
             # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
