@@ -19,7 +19,8 @@ from .graph import (build_graph, check_components, n_components, rank_consensus_
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed,
-                         check_tol, check_view_names, fit_seeds, user_warning, view_label, view_list)
+                         check_tol, check_view_names, fit_seeds, informative_views, user_warning, view_label,
+                         view_list)
 from .spectral import average_graph_embedding, embed_graph, exact_embedding, resolve_solver
 
 
@@ -148,6 +149,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
     refinement_objective_ : the views' summed normalized association of the k-means labels and after each move of
         the label refinement (increasing); empty without refinement (``refine=False``, early fusion).
     related_views_ : bool per view, kept by fusion.related_views (the others have weight 0).
+    left_out_views_ : the views left out before the graphs, with a warning (validation.informative_views: constant,
+        or fewer distinct rows than clusters); a view whose graph falls apart into more pieces than the width is
+        left out of the fusion too (late fusion). Per-view attributes keep one entry per input view (weight 0,
+        metric None); ``view_embeddings_``, ``view_graphs_`` and ``view_eigenvalues_`` cover the other views.
     n_neighbors_, metric_, embedding_solver_ : the resolved N, metric per view and solver;
         ``n_neighbors_tried_`` maps each N fitted by the default-N refit to its distortion.
     order_, lambda1_, lambda2_, n_landmarks_ : late fusion's resolved parameters (``selection_``: the "select"
@@ -222,18 +227,35 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         try:
             views, names = _as_views(views, view_names)
+            n_views, (views, kept) = len(views), informative_views(views, self.n_clusters, names)
+            if len(kept) < n_views:  # the kept views, named by their input positions
+                names = [names[p] if names is not None else f"input view {p}" for p in kept]
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
-                return self
-            self._fit_late(views, names, random_state, t0, report)
-            if self.n_neighbors is None and self.embedding_solver_ != "anchor":
-                self._refit_for_small_clusters(views, names, random_state, report)
-            if self.refine:
-                self._refine_labels(report)
+            else:
+                self._fit_late(views, names, random_state, t0, report)
+                if self.n_neighbors is None and self.embedding_solver_ != "anchor":
+                    self._refit_for_small_clusters(views, names, random_state, report)
+                if self.refine:
+                    self._refine_labels(report)
+            self._expand_to_input_views(np.array(kept), n_views)
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
         return self
+
+    def _expand_to_input_views(self, kept: np.ndarray, n_views: int) -> None:
+        """Per-view results of a fit on the ``kept`` views (informative_views) as one entry per input view: weight
+        0, not related, metric None for a view left out; ``left_out_views_`` lists those."""
+        self.left_out_views_ = np.setdiff1d(np.arange(n_views), kept)
+        if not self.left_out_views_.size:
+            return
+        related, metric = np.zeros(n_views, bool), [None] * n_views
+        related[kept] = self.related_views_
+        for p, m in zip(kept, self.metric_):
+            metric[p] = m
+        self.view_weights_, self.related_views_ = full_weights(self.view_weights_, kept, n_views), related
+        self.metric_ = metric
 
     def _clear_fitted(self) -> None:
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
@@ -313,11 +335,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
                + (f"N = {n_neighbors}, " if solver != "anchor" else f"{n_landmarks} landmarks, ")
                + f"orders 1..{self.order}, width {width})")
         results = dask.compute(*tasks)
-        for p, (graph, *_) in enumerate(results):
-            check_components(graph, view_label(p, names), k, anchor=solver == "anchor", width=width, view=views[p])
+        anchor = solver == "anchor"  # views whose graph falls apart are left out while one view remains usable
+        leave_out = any(n_components(graph, anchor) <= width for graph, *_ in results)
+        usable = np.flatnonzero([check_components(graph, view_label(p, names), k, anchor=anchor, width=width,
+                                                  view=views[p], leave_out=leave_out)
+                                 for p, (graph, *_) in enumerate(results)])
         H, self.view_eigenvalues_ = np.stack([r[2] for r in results]), np.stack([r[3] for r in results])
-        self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
-        warn_unrelated(self.related_views_, shares, n, width, names)
+        related, shares = related_views(views_used(H, usable), drop=self.drop_unrelated_views)
+        warn_unrelated(related, shares, n, width, [view_label(p, names) for p in usable], labelled=True)
+        self.related_views_ = np.zeros(len(views), bool)
+        self.related_views_[usable[related]] = True
         used = np.flatnonzero(self.related_views_)
         F, self.consensus_graph_ = self._consensus_embedding([results[p][:2] for p in used], solver, width,
                                                              graph_params, seeds[-2])
