@@ -108,7 +108,7 @@ def run_dataset(path: Path, seeds: int, cache: dict, hashes: dict) -> dict:
         runs = []
         for seed in range(seeds):
             key = f"{path.stem}|{seed}|{method}|{hashes[method]}"
-            if method == PICKED:  # the best of the eigengap run's views
+            if method == PICKED and key not in cache:  # the best of the eigengap run's views
                 per_view = cache[f"{path.stem}|{seed}|eigengap view|{hashes[method]}"]["per_view"]
                 best = int(np.argmax([v["acc"] for v in per_view]))
                 cache[key] = {**per_view[best], "view": best}

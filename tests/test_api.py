@@ -598,7 +598,9 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
         from onmsc_dask.assign import refine_labels
 
         plain = ONMSC(10, refine=False, random_state=0).fit(noisy)
-        np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], est.labels_)
+        with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
+            refined = ONMSC(10, refine=True, random_state=0).fit(noisy)
+        np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], refined.labels_)
     off = ONMSC(10, fusion=fusion, drop_unrelated_views=False, random_state=0).fit(noisy)
     assert off.related_views_.all() and off.view_weights_[3] > 0
 
@@ -619,7 +621,7 @@ def test_default_neighbours_refit_for_small_clusters():
     views = [centres[y] + rng.normal(size=(len(y), 6)),
              centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
     lines = []
-    est = ONMSC(3, random_state=0).fit(views, progress=lines.append)
+    est = ONMSC(3, refine=True, random_state=0).fit(views, progress=lines.append)
     first = ONMSC(3, n_neighbors=15, refine=False, random_state=0).fit(views)  # the refit reads k-means labels
     N1 = smallest_cluster_neighbors(first.labels_, 3, 15)
     assert set(est.n_neighbors_tried_) == {15, N1}
@@ -728,7 +730,10 @@ def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_
     kw = dict(embedding=embedding, n_landmarks=60) if embedding == "anchor" else dict(embedding=embedding)
     with dask.config.set(scheduler="sync"):
         plain = ONMSC(10, refine=False, tol=1e-3, random_state=0, **kw).fit(views)
-        refined = ONMSC(10, tol=1e-3, random_state=0, **kw).fit(views)
+        refined = ONMSC(10, refine=True, tol=1e-3, random_state=0, **kw).fit(views)
+        default = ONMSC(10, tol=1e-3, random_state=0, **kw).fit(views)  # refine="auto": on anchor graphs only
+    np.testing.assert_array_equal(default.labels_, (refined if embedding == "anchor" else plain).labels_)
+    assert default.refinement_objective_.size == (refined.refinement_objective_.size if embedding == "anchor" else 0)
     assert plain.refinement_objective_.size == 0 and "refine" not in plain.timings_
     graphs = [G for G, kept in zip(plain.view_graphs_, plain.related_views_) if kept]
     labels, trace = refine_labels(graphs, plain.labels_, 10, anchor=embedding == "anchor", tol=1e-3)  # the fit's tol
