@@ -166,7 +166,7 @@ def markdown(results: list[dict], record: dict) -> str:
         lines.append(f"| {r['dataset']} ({r['n']}, {r['n_views']}, {r['k']}) | "
                      + " | ".join(cell(r["methods"][m]) for m in METHODS)
                      + f" | {r['best_baseline']} | {r['margin']:+.3f} | {r['methods'][DEFAULTS]['spread']:.3f} |")
-    blank = " |" * 3
+    blank = " |" * 4
     lines.append("| **mean ACC** | " + " | ".join(f"{record['mean_acc'][m]:.3f}" for m in METHODS) + blank)
     lines.append("| **mean rank** | " + " | ".join(f"{record['mean_rank'][m]:.2f}" for m in METHODS) + blank)
     lines.append("| **defaults: wins / ties / losses** (±0.01) | – | "
