@@ -198,6 +198,15 @@ def _regularized_affinity():
     return Regularized
 
 
+def _without_narrow_views(views, n_clusters: int, names=None):
+    """validation.informative_views, also leaving out the views with fewer features than clusters."""
+    from onmsc_dask.validation import informative_views
+
+    checked, kept = informative_views(views, n_clusters, names)
+    wide = [i for i, X in enumerate(checked) if X.shape[1] >= n_clusters] or list(range(len(checked)))
+    return [checked[i] for i in wide], [kept[i] for i in wide]
+
+
 #: variants of the defaults: name -> (patches of package attributes, ONMSC keyword arguments)
 VARIANTS = {
     "defaults": ({}, {}),
@@ -207,6 +216,7 @@ VARIANTS = {
     "N cap 100": ({"graph.default_n_neighbors": _capped_neighbors(100)}, {}),
     "no refine": ({}, {"refine": False}),
     "refine on kNN graphs": ({}, {"refine": True}),
+    "leave out views with fewer features than clusters": ({"api.informative_views": _without_narrow_views}, {}),
     "regularized degrees": ({"graph.NormalizedHighOrderAffinity": _regularized_affinity(),
                              "spectral.NormalizedHighOrderAffinity": _regularized_affinity()}, {}),
     "average F": ({}, {"consensus_graph": "average"}),
