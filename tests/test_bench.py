@@ -110,3 +110,27 @@ def test_quality_writes_json_and_its_block(tmp_path):
     assert quality.main([*args, "--sets", "Toy", "--results-md", str(md)]) == 0
     (toy,) = json.loads(out.read_text())["results"]
     assert toy["methods"]["ONMSC defaults"]["acc_seeds"] == [0.5, 0.5] and md.read_text() == text
+
+def test_rules_leave_one_set_out_adopts_on_the_other_sets_only():
+    """A variant is adopted for a held-out set when it raises the other sets' mean; the held-out set's change counts
+    only then. A gain on one set alone is not confirmed on that set's fold."""
+    import rules
+
+    acc = {"base": {"a": 0.5, "b": 0.5, "c": 0.5}, "one set": {"a": 0.9, "b": 0.49, "c": 0.5},
+           "everywhere": {"a": 0.6, "b": 0.6, "c": 0.6}}
+    one = {r["held_out"]: r for r in rules.leave_one_set_out(acc, "base", "one set")}
+    assert not one["a"]["adopted"] and one["a"]["held_out_change"] == 0.0  # the others lose 0.005 on average
+    assert one["b"]["adopted"] and one["b"]["held_out_change"] == pytest.approx(-0.01)
+    assert one["c"]["adopted"] and one["c"]["held_out_change"] == 0.0
+    every = rules.leave_one_set_out(acc, "base", "everywhere")
+    assert all(r["adopted"] and r["held_out_change"] == pytest.approx(0.1) for r in every)
+
+
+def test_rules_patches_are_undone():
+    import onmsc_dask.graph as graph
+    import rules
+
+    original = graph.default_n_neighbors
+    with rules._patched({"graph.default_n_neighbors": rules._capped_neighbors(50)}):
+        assert graph.default_n_neighbors(1200, 6) == 50 and original(1200, 6) == 15
+    assert graph.default_n_neighbors is original
