@@ -11,7 +11,13 @@
 Seeds 0 and 1 (``random_state``), the sets and views of ``bench/components.py``. Prints markdown tables and writes
 ``bench/results/rules.json``; docs/solvers.md and docs/defaults.md discuss the results (all rules rejected).
 
+``--suite A,B,...``: the defaults and variants of them (``VARIANTS``: patched package rules or other ONMSC
+arguments) on every ``.mat`` of the suite, mean ACC per set over ``--seeds``, and the leave-one-set-out check of each
+variant against the first (adopted when the other 9 sets' mean ACC rises; the held-out set's change). Fits are cached
+in ``bench/results/rules_cache.json`` by (variant, set, seed, package code hash); docs/defaults.md has the results.
+
     python bench/rules.py [--sets digits,MSRC-v5,...] [--out bench/results/rules.json]
+    python bench/rules.py --suite "defaults,N cap 30,no refine" [--seeds 0,1,2] [--data-dir DIR] [--sets ...]
 """
 from __future__ import annotations
 
@@ -112,6 +118,8 @@ def metric_by_cut(views: list, y: np.ndarray) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    if argv is None and "--suite" in sys.argv or argv is not None and "--suite" in argv:
+        return suite_main(sys.argv[1:] if argv is None else argv)
     args, wanted = parse_args(argv, __doc__, "rules.json")
     results = []
     print("| set | solver | seed | ACC at c = k .. 2k | cut rule: c, ACC | consensus ACC |\n"
@@ -138,6 +146,156 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"seeds": list(SEEDS), "git": _git_state(), "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=float) + "\n")
+    return report
+
+
+
+# ---- suite ablations of the defaults (issue 21): python bench/rules.py --suite VARIANT,... ----
+
+SUITE_CACHE = ROOT / "bench" / "results" / "rules_cache.json"
+
+
+def _patched(patches: dict):
+    """A context manager setting ``module.attribute`` to each value of ``patches`` ({"graph.x": value}) meanwhile."""
+    import contextlib
+    import importlib
+
+    @contextlib.contextmanager
+    def manager():
+        old = {}
+        try:
+            for target, value in patches.items():
+                module, name = target.rsplit(".", 1)
+                mod = importlib.import_module(f"onmsc_dask.{module}")
+                old[(mod, name)] = getattr(mod, name)
+                setattr(mod, name, value)
+            yield
+        finally:
+            for (mod, name), value in old.items():
+                setattr(mod, name, value)
+    return manager()
+
+
+def _capped_neighbors(cap: int):
+    import onmsc_dask.graph as graph
+
+    def rule(n_samples: int, n_clusters: int) -> int:
+        return int(min(n_samples - 1, np.clip(round(n_samples / (2 * n_clusters)), 5, cap)))
+    rule.__doc__ = graph.default_n_neighbors.__doc__
+    return rule
+
+
+def _regularized_affinity():
+    """graph.NormalizedHighOrderAffinity with degrees d + mean(d) (degree-regularized spectral clustering, Qin & Rohe
+    2013): weakly linked groups of samples no longer take the top eigenvectors."""
+    import onmsc_dask.graph as graph
+
+    class Regularized(graph.NormalizedHighOrderAffinity):
+        def __init__(self, A, order: int):
+            super().__init__(A, order)
+            degrees = self.power(np.ones(A.shape[0]))
+            self.inv_sqrt_degrees = graph.inv_sqrt(degrees + degrees.mean())
+    return Regularized
+
+
+def _without_narrow_views(views, n_clusters: int, names=None):
+    """validation.informative_views, also leaving out the views with fewer features than clusters."""
+    from onmsc_dask.validation import informative_views
+
+    checked, kept = informative_views(views, n_clusters, names)
+    wide = [i for i, X in enumerate(checked) if X.shape[1] >= n_clusters] or list(range(len(checked)))
+    return [checked[i] for i in wide], [kept[i] for i in wide]
+
+
+#: variants of the defaults: name -> (patches of package attributes, ONMSC keyword arguments)
+VARIANTS = {
+    "defaults": ({}, {}),
+    "N cap 15": ({"graph.default_n_neighbors": _capped_neighbors(15)}, {}),
+    "N cap 30": ({"graph.default_n_neighbors": _capped_neighbors(30)}, {}),
+    "N cap 50": ({"graph.default_n_neighbors": _capped_neighbors(50)}, {}),
+    "N cap 100": ({"graph.default_n_neighbors": _capped_neighbors(100)}, {}),
+    "no refine": ({}, {"refine": False}),
+    "refine on kNN graphs": ({}, {"refine": True}),
+    "leave out views with fewer features than clusters": ({"api.informative_views": _without_narrow_views}, {}),
+    "regularized degrees": ({"graph.NormalizedHighOrderAffinity": _regularized_affinity(),
+                             "spectral.NormalizedHighOrderAffinity": _regularized_affinity()}, {}),
+    "average F": ({}, {"consensus_graph": "average"}),
+    "keep unrelated": ({}, {"drop_unrelated_views": False}),
+}
+
+
+def suite_fit(variant: str, path: Path, seed: int) -> float:
+    import warnings
+
+    from onmsc_dask.io import load_mat
+
+    patches, kwargs = VARIANTS[variant]
+    views, y = load_mat(path)
+    with _patched(patches), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = ONMSC(len(np.unique(y)), random_state=seed, **kwargs).fit(views)
+    return evaluate(y, est.labels_)["acc"]
+
+
+def leave_one_set_out(acc: dict, base: str, variant: str) -> list[dict]:
+    """For each set: is the variant adopted on the other sets (their mean ACC rises), and what does that do to the
+    held-out set."""
+    sets = list(acc[base])
+    rows = []
+    for held in sets:
+        others = [s for s in sets if s != held]
+        gain = np.mean([acc[variant][s] - acc[base][s] for s in others])
+        rows.append({"held_out": held, "gain_on_others": float(gain), "adopted": bool(gain > 0),
+                     "held_out_change": float(acc[variant][held] - acc[base][held]) if gain > 0 else 0.0})
+    return rows
+
+
+def suite(variants: list[str], data_dir: Path, seeds: list[int], sets: list[str] | None) -> dict:
+    from quality import code_hash, dataset_files
+
+    cache = json.loads(SUITE_CACHE.read_text()) if SUITE_CACHE.exists() else {}
+    h = code_hash("api")
+    acc = {}
+    for variant in variants:
+        acc[variant] = {}
+        for path in dataset_files(data_dir, sets):
+            runs = []
+            for seed in seeds:
+                key = f"{variant}|{path.stem}|{seed}|{h}"
+                if key not in cache:
+                    cache[key] = suite_fit(variant, path, seed)
+                    SUITE_CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
+                runs.append(cache[key])
+            acc[variant][path.stem] = float(np.mean(runs))
+            print(f"  {variant:16s} {path.stem:12s} {acc[variant][path.stem]:.3f}", flush=True)
+    base, names = variants[0], list(acc[variants[0]])
+    print(f"\n| variant | {' | '.join(names)} | mean | vs {base} | LOSO: adopted / held-out gain |\n"
+          "| --- |" + " ---: |" * (len(names) + 3))
+    report = {"seeds": seeds, "code_hash": h, "acc": acc, "loso": {}}
+    for v in variants:
+        mean = np.mean(list(acc[v].values()))
+        loso = leave_one_set_out(acc, base, v) if v != base else []
+        report["loso"][v] = loso
+        adopted = sum(r["adopted"] for r in loso)
+        held = np.mean([r["held_out_change"] for r in loso]) if loso else 0.0
+        print(f"| {v} | " + " | ".join(f"{acc[v][s]:.3f}" for s in names) + f" | {mean:.3f} | "
+              f"{mean - np.mean(list(acc[base].values())):+.3f} | {adopted}/{len(loso)} / {held:+.3f} |")
+    return report
+
+
+def suite_main(argv: list[str]) -> dict:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="suite ablations of the defaults")
+    ap.add_argument("--suite", required=True, help="comma-separated VARIANTS, the first is the base")
+    ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--sets", default=None)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rules_suite.json")
+    args = ap.parse_args(argv)
+    report = suite(args.suite.split(","), args.data_dir, [int(s) for s in args.seeds.split(",")],
+                   None if args.sets is None else args.sets.split(","))
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 

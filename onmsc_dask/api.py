@@ -5,7 +5,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
@@ -21,7 +21,8 @@ from .graph import (build_graph, check_components, n_components, rank_consensus_
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed,
-                         check_tol, check_view_names, fit_seeds, user_warning, view_label, view_list)
+                         check_tol, check_view_names, fit_seeds, informative_views, user_warning, view_label,
+                         view_list)
 from .spectral import (average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -141,6 +142,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         after ``max_iter`` iterations; the label refinement stops by the same ``tol``.
     refine : late fusion: refine the k-means labels on the related views' graphs, moving samples while that raises
         the views' summed normalized association (assign.refine_labels; docs/defaults.md, "Label refinement").
+        ``"auto"``: on anchor graphs only (on the kNN graphs of the 10-set suite it lowered the mean ACC).
         Early fusion's labels are its k-means labels.
     fusion : ``"late"`` (Eq. 11, Algorithm 1) or ``"early"`` (Eq. 10 on the exact kNN graphs, for n up to a
         few thousand; docs/early_fusion.md). Its ``embedding_`` is P Lambda, the matrix the labels are k-means of.
@@ -170,6 +172,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
     refinement_objective_ : the views' summed normalized association of the k-means labels and after each move of
         the label refinement (increasing); empty without refinement (``refine=False``, early fusion).
     related_views_ : bool per view, kept by fusion.related_views (the others have weight 0).
+    left_out_views_ : the views left out before the graphs, with a warning (validation.informative_views: constant,
+        or fewer distinct rows than clusters); a view whose graph falls apart into more pieces than the width is
+        left out of the fusion too (late fusion). Per-view attributes keep one entry per input view (weight 0,
+        metric None); ``view_embeddings_``, ``view_graphs_`` and ``view_eigenvalues_`` cover the other views.
     n_neighbors_, metric_, embedding_solver_ : the resolved N, metric per view and solver;
         ``n_neighbors_tried_`` maps each N fitted by the default-N refit to its distortion.
     order_, lambda1_, lambda2_, n_landmarks_ : late fusion's resolved parameters (``selection_``: the "select"
@@ -190,7 +196,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
-                 consensus_graph: str = "auto", refine: bool = True, keep_graphs: bool = False,
+                 consensus_graph: str = "auto", refine: bool | str = "auto", keep_graphs: bool = False,
                  random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
@@ -230,7 +236,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         random_state = check_seed(self.random_state)
         check_tol(self.tol)
         for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views", "keep_graphs"):
-            check_bool(name, getattr(self, name))
+            if not (name == "refine" and isinstance(self.refine, str) and self.refine == "auto"):
+                check_bool(name, getattr(self, name))
         if self.consensus_graph not in ("auto", "rank", "average"):
             raise ValueError(f"consensus_graph must be 'auto', 'rank' or 'average', got {self.consensus_graph!r}")
         for name in ("lambda1", "lambda2"):  # checked before any work
@@ -250,21 +257,29 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         try:
             views, names = _as_views(views, view_names, storage_options)
+            n_features = _n_features(views)
+            n_views, (views, kept) = len(views), informative_views(views, self.n_clusters, names)
+            if len(kept) < n_views:  # the kept views, named by their input positions
+                names = [names[p] if names is not None else f"input view {p}" for p in kept]
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
-                self.n_features_in_ = _n_features(views)
-                return self
-            self._fit_late(views, names, random_state, t0, report)
-            if self.n_neighbors is None and self.embedding_solver_ != "anchor":
-                self._refit_for_small_clusters(views, names, random_state, report)
-            if self.refine:
-                self._refine_labels(report)
-            self._finish_fit()
-            self.n_features_in_ = _n_features(views)
+            else:
+                self._fit_late(views, names, random_state, t0, report)
+                if self.n_neighbors is None and self.embedding_solver_ != "anchor":
+                    self._refit_for_small_clusters(views, names, random_state, report)
+                if self._refines():
+                    self._refine_labels(report)
+                self._finish_fit()
+            self._expand_to_input_views(np.array(kept), n_views)
+            self.n_features_in_ = n_features
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
         return self
+
+    def _refines(self) -> bool:
+        """Whether the labels are refined: ``refine``, or by default on anchor graphs only (docs/defaults.md)."""
+        return self.embedding_solver_ == "anchor" if isinstance(self.refine, str) else self.refine
 
     def _finish_fit(self) -> None:
         """The model predict uses (extend.build_extension; None when a kNN fit had too few samples for its
@@ -273,9 +288,28 @@ class ONMSC(ClusterMixin, BaseEstimator):
         anchor = self.embedding_solver_ == "anchor"
         self.extension_ = None if any(parts["graphs"][p][1] is None for p in parts["used"]) else build_extension(
             parts["graphs"], self.view_embeddings_, parts["scales"], self.average_embedding_, parts["fused"],
-            parts["used"], self.lambda1_, self.labels_, self.n_clusters, anchor=anchor, refined=self.refine and anchor)
+            parts["used"], self.lambda1_, self.labels_, self.n_clusters, anchor=anchor,
+            refined=self._refines() and anchor)
         if not self.keep_graphs:
             del self.view_graphs_
+
+    def _expand_to_input_views(self, kept: np.ndarray, n_views: int) -> None:
+        """Per-view results of a fit on the ``kept`` views (informative_views) as one entry per input view: weight
+        0, not related, metric None, no extension for a view left out; ``left_out_views_`` lists those."""
+        self.left_out_views_ = np.setdiff1d(np.arange(n_views), kept)
+        if not self.left_out_views_.size:
+            return
+        related, metric = np.zeros(n_views, bool), [None] * n_views
+        related[kept] = self.related_views_
+        for p, m in zip(kept, self.metric_):
+            metric[p] = m
+        self.view_weights_, self.related_views_ = full_weights(self.view_weights_, kept, n_views), related
+        self.metric_ = metric
+        if getattr(self, "extension_", None) is not None:
+            views: list = [None] * n_views
+            for p, ext in zip(kept, self.extension_.views):
+                views[p] = ext
+            self.extension_ = replace(self.extension_, views=views)
 
     def _clear_fitted(self) -> None:
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
@@ -363,11 +397,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
                + (f"N = {n_neighbors}, " if solver != "anchor" else f"{n_landmarks} landmarks, ")
                + f"orders 1..{self.order}, width {width})")
         results = dask.compute(*tasks)
-        for p, (graph, *_) in enumerate(results):
-            check_components(graph, view_label(p, names), k, anchor=solver == "anchor", width=width, view=views[p])
+        anchor = solver == "anchor"  # views whose graph falls apart are left out while one view remains usable
+        leave_out = any(n_components(graph, anchor) <= width for graph, *_ in results)
+        usable = np.flatnonzero([check_components(graph, view_label(p, names), k, anchor=anchor, width=width,
+                                                  view=views[p], leave_out=leave_out)
+                                 for p, (graph, *_) in enumerate(results)])
         H, self.view_eigenvalues_ = np.stack([r[2] for r in results]), np.stack([r[3] for r in results])
-        self.related_views_, shares = related_views(H, drop=self.drop_unrelated_views)
-        warn_unrelated(self.related_views_, shares, n, width, names)
+        related, shares = related_views(views_used(H, usable), drop=self.drop_unrelated_views)
+        warn_unrelated(related, shares, n, width, [view_label(p, names) for p in usable], labelled=True)
+        self.related_views_ = np.zeros(len(views), bool)
+        self.related_views_[usable[related]] = True
         used = np.flatnonzero(self.related_views_)
         F, self.consensus_graph_ = self._consensus_embedding([results[p][:2] for p in used], solver, width,
                                                              graph_params, seeds[-2])

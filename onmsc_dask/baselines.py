@@ -7,21 +7,47 @@ All share the ONMSC graph construction (``graph.view_graphs``: same metric and n
 - ``LinearCombination`` (BL; ``order=2``: BL+HCI): min_{mu, H} tr(H^T L_mu H) + alpha mu^T M mu with
   L_mu = sum_{o<=O} sum_p mu_p L_p^(o) (Liu et al. 2016's matrix-induced regularisation on Laplacians).
 - BL+NLM and BL+NLM+HCI are ONMSC-EF with order 1 and 2: ``api.fit_early_fusion(order=...)``.
+- ``ConcatSC`` / ``ConcatKMeans``: spectral clustering / k-means of the concatenated views
+  (``concatenate_views``: dense views standardized, non-negative sparse count or weight views TF-IDF + L2).
+- ``LabelPickedView``: every view's spectral clustering, the best one chosen WITH labels (a reference, not a method).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.cluster import KMeans
+from sklearn.feature_extraction.text import TfidfTransformer
 
 from .assign import assign_labels
 from .early_fusion import EarlyFusionProblem
 from .fusion import converged, simplex_qp
-from .graph import NormalizedHighOrderAffinity, view_graphs
-from .metrics import evaluate
+from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
+from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
-from .validation import check_int, check_lambda, check_seed, check_tol
+from .validation import check_int, check_lambda, check_seed, check_tol, check_views
+
+
+def concatenate_views(views) -> np.ndarray | sp.csr_matrix:
+    """The views side by side, each weighing the same: a non-negative view with at least
+    COUNTS_MIN_ZERO_FRACTION zeros (counts or term weights) as TF-IDF rows of unit length, any other view
+    standardized per column (constant columns dropped) and divided by sqrt(columns), so each block's rows have
+    a mean squared length of 1. Sparse when every block is."""
+    blocks = []
+    for X in check_views(views):
+        min_value, zero_fraction, _ = value_summary(X)
+        if min_value >= 0 and zero_fraction >= COUNTS_MIN_ZERO_FRACTION:
+            blocks.append(sp.csr_matrix(TfidfTransformer().fit_transform(X)))
+            continue
+        D = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+        sd = D.std(axis=0)
+        D = (D[:, sd > 0] - D[:, sd > 0].mean(axis=0)) / sd[sd > 0]
+        blocks.append(D / np.sqrt(D.shape[1]))
+    if all(sp.issparse(B) for B in blocks):
+        return sp.hstack(blocks).tocsr()
+    return np.hstack([B.toarray() if sp.issparse(B) else B for B in blocks])
 
 
 class _GraphClustering(ClusterMixin, BaseEstimator):
@@ -109,4 +135,46 @@ class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians a
         self.embedding_ = H
         self.view_weights_, self.n_iter_ = mu, it
         self.labels_ = self._labels(self.embedding_)
+        return self
+
+
+class LabelPickedView(SingleBestView):
+    """Reference only, NOT label-free: per-view spectral clustering as SB-SC, ``labels_`` of the view with the
+    highest accuracy against ``y`` (required)."""
+
+    def fit(self, views, y=None):
+        if y is None:
+            raise ValueError("LabelPickedView picks its view with the labels: fit(views, y)")
+        super().fit(views)
+        self.best_view_ = int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_]))
+        self.labels_ = self.per_view_labels_[self.best_view_]
+        return self
+
+
+class ConcatSC(_GraphClustering):
+    """Spectral clustering (Ng-Jordan-Weiss) of the kNN graph (Eq. 1, euclidean) of ``concatenate_views``."""
+
+    def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None, n_init: int = 10,
+                 random_state: int | None = None):
+        super().__init__(n_clusters, n_neighbors=n_neighbors, metric="euclidean", n_init=n_init,
+                         random_state=random_state)
+
+    def fit(self, views, y=None):
+        self.embedding_ = average_graph_embedding(self._graphs([concatenate_views(views)]), "exact",
+                                                  self.n_clusters, random_state=self._seed())
+        self.labels_ = self._labels(self.embedding_)
+        return self
+
+
+class ConcatKMeans(ClusterMixin, BaseEstimator):
+    """k-means (``n_init`` restarts) of ``concatenate_views``."""
+
+    def __init__(self, n_clusters: int = 8, *, n_init: int = 10, random_state: int | None = None):
+        self.n_clusters = n_clusters
+        self.n_init = n_init
+        self.random_state = random_state
+
+    def fit(self, views, y=None):
+        km = KMeans(self.n_clusters, n_init=self.n_init, random_state=check_seed(self.random_state))
+        self.labels_ = km.fit(concatenate_views(views)).labels_.astype(np.int64)
         return self

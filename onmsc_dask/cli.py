@@ -128,9 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--consensus-graph", default="auto", choices=("auto", "rank", "average"),
                      help="graph of the consensus embedding F: the views' rank consensus or the paper's average "
                           "(default: auto, rank on exact kNN graphs; docs/defaults.md)")
-    run.add_argument("--no-refine", dest="refine", action="store_false",
+    run.add_argument("--no-refine", dest="refine", action="store_const", const=False, default="auto",
                      help="keep the k-means labels of the fused embedding, without the label refinement on the view "
-                          "graphs (docs/defaults.md)")
+                          "graphs (default: refined on anchor graphs only; docs/defaults.md)")
     run.add_argument("--random-state", type=seed_arg, default=0, help="seed (default: 0)")
     run.add_argument("--workers", type=positive_int,
                      help=f"LocalCluster worker processes (default: {DEFAULT_WORKERS}; not with --scheduler)")
@@ -349,8 +349,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         if args.n_neighbors is not None:
             log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
         r = fit_store(store, n_clusters, order=args.order, n_components=args.n_components, n_landmarks=args.n_landmarks,
-                      n_nearest_landmarks=args.n_nearest_landmarks, refine=args.refine, random_state=args.random_state,
-                      client=client, progress=lambda line: log(f"  {line}"))
+                      n_nearest_landmarks=args.n_nearest_landmarks, refine=args.refine is not False,
+                      random_state=args.random_state, client=client, progress=lambda line: log(f"  {line}"))
         log(f"  late fusion {'converged' if r.converged else 'stopped'} after {len(r.objective)} iterations")
         return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
                 "view_embeddings": r.view_embeddings,

@@ -81,10 +81,12 @@ def full_weights(mu: np.ndarray, used: np.ndarray, n_views: int) -> np.ndarray:
     return full
 
 
-def warn_unrelated(related: np.ndarray, shares: np.ndarray, n: int, k: int, names: list[str] | None = None) -> None:
-    """A warning naming each view related_views left out, with its largest share and the threshold."""
+def warn_unrelated(related: np.ndarray, shares: np.ndarray, n: int, k: int, names: list[str] | None = None,
+                   labelled: bool = False) -> None:
+    """A warning naming each view related_views left out, with its largest share and the threshold; ``names`` are
+    the views' names, or with ``labelled`` their full labels."""
     for p in np.flatnonzero(~np.asarray(related, bool)):
-        user_warning(f"{view_label(p, names)} shares no cluster structure with any other view (largest share of its "
+        user_warning(f"{names[p] if labelled else view_label(p, names)} shares no cluster structure with any other view (largest share of its "
                      f"cluster directions {shares[p]:.3g}, chance level {(k - 1) / n:.3g}, threshold "
                      f"{related_threshold(n, k, len(related)):.3g}); it is left out of the fusion and of the average "
                      "graph (weight 0)")

@@ -221,11 +221,17 @@ def n_components(graph: sp.spmatrix, anchor: bool = False) -> int:
 
 
 def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bool = False,
-                     width: int | None = None, view=None) -> None:
+                     width: int | None = None, view=None, leave_out: bool = False) -> bool:
     """A graph in more pieces than its embedding's width (k, or n_components) is an error (its top eigenvectors
-    would be an arbitrary choice of pieces; the error counts the identical rows of ``view`` when given); in
-    2..width pieces, a warning (each piece becomes a cluster or part of one)."""
+    would be an arbitrary choice of pieces; the error counts the identical rows of ``view`` when given), or with
+    ``leave_out`` a warning that the view is left out (returns False); in 2..width pieces, a warning (each piece
+    becomes a cluster or part of one). True when the graph can be used."""
     c, width = n_components(graph, anchor), n_clusters if width is None else width
+    if leave_out and c > width:
+        user_warning(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
+                     f"{width_label(width, n_clusters)}; it is left out (weight 0)"
+                     f"{'' if view is None or anchor else _identical_rows_note(view)}")
+        return False
     if anchor and graph.shape[1] <= width:
         raise ValueError(f"{label}: only {graph.shape[1]} distinct landmarks (its rows take few distinct values), "
                          f"not more than {width_label(width, n_clusters)}, so the anchor graph has too few "
@@ -237,6 +243,7 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
                          f"view{'' if view is None or anchor else _identical_rows_note(view)}")
     if c > 1:
         user_warning(f"{label}: its graph has {c} disconnected pieces; each will be a cluster or part of one")
+    return True
 
 
 def _identical_rows_note(X) -> str:

@@ -127,10 +127,14 @@ def column_range(X) -> tuple[np.ndarray, np.ndarray]:
     return tuple(np.asarray(a.toarray() if sp.issparse(a) else a, dtype=np.float64).ravel() for a in (lo, hi))
 
 
+class ConstantViewError(ValueError):
+    """A view whose features do not vary over the samples."""
+
+
 def check_not_constant(spread: np.ndarray, n_samples: int, label: str) -> None:
     """Raise if no column varies (spread = column max - min) over more than one sample."""
     if n_samples > 1 and not (spread > 0).any():
-        raise ValueError(f"{label}: is constant (every sample has the same features), so it carries no cluster "
+        raise ConstantViewError(f"{label}: is constant (every sample has the same features), so it carries no cluster "
                          "information")
 
 
@@ -370,6 +374,42 @@ def check_n_distinct(found: int, n_clusters: int) -> None:
 def row_ids(X) -> np.ndarray:
     """An id per row, 0..(distinct rows - 1), equal for identical rows."""
     return np.unique(row_keys(X), return_inverse=True)[1]
+
+
+def informative_views(views, n_clusters: int, names: Sequence[str] | None = None) -> tuple[list, list[int]]:
+    """The views checked (check_view) that can help a clustering into ``n_clusters``, and their positions: a constant
+    view, or one with fewer distinct rows than clusters, is left out with a warning naming it. Bad input (NaN or
+    infinite values, views of different lengths, ...) stays an error, and so does leaving out every view."""
+    raw = view_list(views)
+    if names is not None:
+        check_view_names(names, len(raw))
+    checked, constant = {}, []
+    for p, X in enumerate(raw):
+        try:
+            checked[p] = check_view(X, p, names)
+        except ConstantViewError as exc:
+            constant.append((p, str(exc)))
+            checked[p] = None
+    n = check_same_rows([np.shape(X)[0] if checked[p] is None else checked[p].shape[0] for p, X in enumerate(raw)],
+                        names)
+    n_clusters = check_n_clusters(n_clusters, n)
+    for p, message in constant:
+        user_warning(f"{message}; it is left out")
+    kept = []
+    for p, X in checked.items():
+        if X is None:
+            continue
+        distinct = n_distinct([row_ids(X[:DISTINCT_CHECK_ROWS])], n_clusters)
+        distinct = distinct if distinct >= n_clusters else n_distinct([row_ids(X)], n_clusters)
+        if distinct < n_clusters:
+            user_warning(f"{view_label(p, names)}: only {distinct} distinct rows, fewer than n_clusters={n_clusters}, "
+                         "so it cannot separate the clusters; it is left out")
+        else:
+            kept.append(p)
+    if not kept:
+        raise ValueError(f"no view can separate {n_clusters} clusters: every view is constant or has fewer distinct "
+                         "rows than clusters")
+    return [checked[p] for p in kept], kept
 
 
 def check_distinct_samples(views: list, n_clusters: int) -> None:

@@ -120,7 +120,7 @@ def test_clone_and_get_params():
                       "n_nearest_landmarks": 4,
                       "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
                       "eigenvalue_scaling": True, "drop_unrelated_views": True, "consensus_graph": "auto",
-                      "refine": True, "keep_graphs": False, "random_state": 42}
+                      "refine": "auto", "keep_graphs": False, "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
     twin.set_params(order=1, n_clusters=3)
@@ -197,9 +197,57 @@ def test_n_neighbors_zero_rejected(two_views):
         ONMSC(3, n_neighbors=0).fit(two_views)
 
 
-def test_constant_view_error(two_views):
-    with pytest.raises(ValueError, match=r"view 1.*constant"):
-        ONMSC(3).fit([two_views[0], np.full((50, 3), 2.5)])
+def _left_out_fit(views, k=3, match=None, **kwargs):
+    """ONMSC fit of ``views``, checking the warning ``match`` when given."""
+    if match is None:
+        return ONMSC(k, random_state=0, **kwargs).fit(views)
+    with pytest.warns(UserWarning, match=match):
+        return ONMSC(k, random_state=0, **kwargs).fit(views)
+
+
+@pytest.mark.parametrize("fusion", ["late", "early"])
+def test_degenerate_views_are_left_out_with_a_warning(fusion):
+    """A constant view, a view with fewer distinct rows than clusters and a view whose graph falls apart into more
+    pieces than clusters are left out, each with a warning naming it; the fit on the other views is unchanged."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), [20, 15, 15])
+    two_views = [rng.normal(size=(50, d)) + 2.5 * np.eye(3, d)[y] for d in (4, 6)]
+    constant = np.full((50, 3), 2.5)
+    two_rows = np.repeat([[0.0, 1.0], [1.0, 0.0]], 25, axis=0)
+    groups = np.repeat(np.arange(10), 5)[:, None] * 100.0 + 0.01 * rng.standard_normal((50, 2))  # 10 pieces at N = 4
+    reference = _left_out_fit(two_views, fusion=fusion, n_neighbors=4)
+    for p, (view, match) in enumerate([(constant, "view 1.*is constant.*it is left out"),
+                                       (two_rows, "view 1: only 2 distinct rows, fewer than n_clusters=3.*left out"),
+                                       (groups, "view 2: its graph falls apart into 10 disconnected pieces.*left out")]):
+        views = [two_views[0], view, two_views[1]] if p < 2 else [two_views[0], two_views[1], view]
+        if fusion == "early" and p == 2:  # early fusion checks the graphs itself: still an error
+            with pytest.raises(ValueError, match="falls apart into 10"):
+                _left_out_fit(views, fusion=fusion, n_neighbors=4)
+            continue
+        est = _left_out_fit(views, match=match, fusion=fusion, n_neighbors=4)
+        left = 1 if p < 2 else 2
+        assert accuracy(reference.labels_, est.labels_) == 1.0
+        assert est.view_weights_[left] == 0 and not est.related_views_[left] and len(est.view_weights_) == 3
+        if p < 2:  # the same seeds: the same fit
+            np.testing.assert_allclose(np.delete(est.view_weights_, left), reference.view_weights_)
+            assert list(est.left_out_views_) == [1] and est.metric_[1] is None
+    assert not _left_out_fit(two_views, n_neighbors=4).left_out_views_.size  # nothing left out of good views
+
+
+def test_bad_views_stay_errors(two_views):
+    """NaN and mismatched views are errors, not left out; so is a fit with no view left, or a single view whose
+    graph falls apart."""
+    nan = two_views[1].copy()
+    nan[3, 0] = np.nan
+    with pytest.raises(ValueError, match="view 1: contains NaN"):
+        ONMSC(3).fit([two_views[0], nan, np.full((50, 3), 2.5)])
+    with pytest.raises(ValueError, match="view 1: has 40 rows, expected 50"):
+        ONMSC(3).fit([two_views[0], two_views[1][:40], np.full((50, 3), 2.5)])
+    with pytest.warns(UserWarning, match="is constant"), pytest.raises(ValueError, match="no view can separate 3"):
+        ONMSC(3).fit([np.full((50, 3), 2.5), np.zeros((50, 2))])
+    groups = np.repeat(np.arange(10), 5)[:, None] * 100.0 + 0.01 * np.random.default_rng(0).standard_normal((50, 2))
+    with pytest.raises(ValueError, match="view 0: its graph falls apart into 10 disconnected pieces"):
+        ONMSC(3, n_neighbors=4).fit([groups])
 
 
 def test_other_input_errors(two_views):
@@ -550,7 +598,9 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
         from onmsc_dask.assign import refine_labels
 
         plain = ONMSC(10, refine=False, keep_graphs=True, random_state=0).fit(noisy)
-        np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], est.labels_)
+        with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
+            refined = ONMSC(10, refine=True, random_state=0).fit(noisy)
+        np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], refined.labels_)
     off = ONMSC(10, fusion=fusion, drop_unrelated_views=False, random_state=0).fit(noisy)
     assert off.related_views_.all() and off.view_weights_[3] > 0
 
@@ -571,7 +621,7 @@ def test_default_neighbours_refit_for_small_clusters():
     views = [centres[y] + rng.normal(size=(len(y), 6)),
              centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
     lines = []
-    est = ONMSC(3, random_state=0).fit(views, progress=lines.append)
+    est = ONMSC(3, refine=True, random_state=0).fit(views, progress=lines.append)
     first = ONMSC(3, n_neighbors=15, refine=False, random_state=0).fit(views)  # the refit reads k-means labels
     N1 = smallest_cluster_neighbors(first.labels_, 3, 15)
     assert set(est.n_neighbors_tried_) == {15, N1}
@@ -680,7 +730,10 @@ def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_
     kw = dict(embedding=embedding, n_landmarks=60) if embedding == "anchor" else dict(embedding=embedding)
     with dask.config.set(scheduler="sync"):
         plain = ONMSC(10, refine=False, tol=1e-3, keep_graphs=True, random_state=0, **kw).fit(views)
-        refined = ONMSC(10, tol=1e-3, random_state=0, **kw).fit(views)
+        refined = ONMSC(10, refine=True, tol=1e-3, random_state=0, **kw).fit(views)
+        default = ONMSC(10, tol=1e-3, random_state=0, **kw).fit(views)  # refine="auto": on anchor graphs only
+    np.testing.assert_array_equal(default.labels_, (refined if embedding == "anchor" else plain).labels_)
+    assert default.refinement_objective_.size == (refined.refinement_objective_.size if embedding == "anchor" else 0)
     assert plain.refinement_objective_.size == 0 and "refine" not in plain.timings_
     graphs = [G for G, kept in zip(plain.view_graphs_, plain.related_views_) if kept]
     labels, trace = refine_labels(graphs, plain.labels_, 10, anchor=embedding == "anchor", tol=1e-3)  # the fit's tol

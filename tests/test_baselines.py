@@ -1,5 +1,7 @@
 """SB-SC, A-MVSC and BL / BL+HCI / BL+NLM baselines on three views of scikit-learn's digits."""
 import numpy as np
+import scipy.sparse as sp
+from sklearn.cluster import KMeans
 import pytest
 from sklearn.datasets import load_digits
 
@@ -109,3 +111,55 @@ def test_random_state_none_is_fresh_randomness_not_seed_0(digits, monkeypatch):
         assert accuracy(digits[1], estimator.fit(views).labels_) > 2 * digits[2]
     assert accuracy(digits[1], fit_early_fusion(views, K, max_iter=2).labels) > 2 * digits[2]
     assert len(seen) > 8 and all(s is None for s in seen)
+
+
+def _mixed_views(n=240, k=3, seed=0):
+    """A dense view whose cluster signal sits in three columns of tiny scale next to a huge-scale noise column, and
+    a sparse count view (bag of words) with a vocabulary per cluster; labels."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(k), n // k)
+    dense = np.column_stack([1e-3 * (y[:, None] + 0.3 * rng.standard_normal((n, 3))), 1e4 * rng.standard_normal(n)])
+    rates = np.full((k, 600), 0.005)
+    for c in range(k):
+        rates[c, 200 * c:200 * (c + 1)] = 0.1
+    counts = rng.poisson(rates[y])
+    counts[counts.sum(axis=1) == 0, 0] = 1
+    return [dense, sp.csr_matrix(counts.astype(float))], y
+
+
+def test_concatenate_views_weighs_each_view_the_same():
+    from onmsc_dask.baselines import concatenate_views
+
+    views, _ = _mixed_views()
+    Z = concatenate_views(views)
+    assert isinstance(Z, np.ndarray) and Z.shape == (240, 604)
+    np.testing.assert_allclose(Z[:, :4].mean(axis=0), 0, atol=1e-12)  # standardized, / sqrt(2)
+    np.testing.assert_allclose(Z[:, :4].std(axis=0), 1 / np.sqrt(4))
+    np.testing.assert_allclose(np.linalg.norm(Z[:, 4:], axis=1), 1)  # TF-IDF rows of unit length
+    assert not np.shares_memory(Z, views[0]) and views[0][:, 3].std() > 1e3  # the input is untouched
+    sparse = concatenate_views([views[1], views[1]])
+    assert sp.issparse(sparse) and sparse.shape == (240, 1200)
+    const = np.column_stack([views[0], np.ones(240)])  # a constant column is dropped, not divided by 0
+    assert np.isfinite(concatenate_views([const])).all() and concatenate_views([const]).shape == (240, 4)
+
+
+def test_concatenation_baselines_find_the_small_scale_signal():
+    from onmsc_dask.baselines import ConcatKMeans, ConcatSC
+
+    views, y = _mixed_views()
+    for est in (ConcatSC(3, random_state=0), ConcatKMeans(3, random_state=0)):
+        assert accuracy(y, est.fit_predict(views)) > 0.95
+    # without standardization the huge noise column decides: k-means of the raw dense view is near chance
+    raw = KMeans(3, n_init=10, random_state=0).fit_predict(views[0])
+    assert accuracy(y, raw) < 0.6
+
+
+def test_label_picked_view_uses_the_labels():
+    from onmsc_dask.baselines import LabelPickedView
+
+    views, y = _mixed_views()
+    noise = np.random.default_rng(1).standard_normal((240, 5))
+    ref = LabelPickedView(3, random_state=0).fit([noise, views[1]], y)
+    assert ref.best_view_ == 1 and accuracy(y, ref.labels_) > 0.9
+    with pytest.raises(ValueError, match="with the labels"):
+        LabelPickedView(3).fit([noise, views[1]])

@@ -133,7 +133,6 @@ def bad_inputs():
     nan[5, 1] = np.nan
     far = np.concatenate([np.random.default_rng(1).normal(size=(30, 2)) + 100 * i for i in range(4)])
     return {"nan": ([views[0], nan], 3, "view 1: contains NaN"),
-            "constant": ([views[0], np.ones((len(y), 3))], 3, "view 1: is constant"),
             "k too large": (views, len(y), "n_clusters=120 must satisfy"),
             "disconnected": ([far, far + 0.01], 2, "view 0: its graph falls apart into 4"),
             "mismatched rows": ([views[0], views[1][:100]], 3, "view 1: has 100 rows, expected 120")}
@@ -150,6 +149,18 @@ def test_bad_input_raises_naming_the_view_as_late_fusion_does(case):
         with pytest.raises(ValueError) as early:
             fit()
         assert str(early.value) == str(late.value)
+
+
+def test_constant_view_left_out_by_the_estimator_an_error_of_the_function():
+    """ONMSC(fusion="early") leaves a constant view out with a warning (test_api); fit_early_fusion, given the views
+    to fuse, stops naming it."""
+    views, y = blobs()
+    constant = [views[0], np.ones((len(y), 3))]
+    with pytest.warns(UserWarning, match="view 1: is constant.*left out"):
+        est = ONMSC(3, fusion="early", random_state=0).fit(constant)
+    assert list(est.left_out_views_) == [1] and est.view_weights_[1] == 0
+    with pytest.raises(ValueError, match="view 1: is constant"):
+        fit_early_fusion(constant, 3, n_neighbors=10, random_state=0)
 
 
 @pytest.mark.parametrize("alpha", [np.nan, np.inf, -1.0, None, "select"])

@@ -76,7 +76,7 @@ BAD_INPUTS = {
     "empty-view": (lambda v: [v[0], np.empty((0, 5))], {}, ["view 1", "empty (0 samples)"]),
     "empty-view0": (lambda v: [np.empty((0, 4)), v[1]], {}, ["view 0", "empty (0 samples)"]),
     "zero-columns": (lambda v: [v[0], np.empty((N, 0))], {}, ["view 1", "zero features", f"({N}, 0)"]),
-    "constant": (lambda v: [v[0], np.full((N, 5), 3.0)], {}, ["view 1", "constant"]),
+    "all-constant": (lambda v: [np.full((N, 4), 1.0), np.full((N, 5), 3.0)], {}, ["no view can separate 3"]),
     "1-d": (lambda v: [v[0], v[1][:, 0].copy()], {}, ["view 1", "1-D", "reshape"]),
     "n_clusters=1": (lambda v: v, {"k": 1}, ["n_clusters=1", "2 <= n_clusters", f"n_samples={N}"]),
     "n_clusters=n": (lambda v: v, {"k": N}, [f"n_clusters={N}", f"< n_samples={N}"]),
@@ -100,15 +100,22 @@ def test_bad_input_error_names_view_and_problem(views, case):
 
 @pytest.mark.parametrize("fusion", ["late", "early"])
 def test_a_view_of_few_distinct_rows_is_explained(fusion):
-    """A binary view with 8 distinct rows: groups of identical rows larger than N link only to themselves. The
-    error used to advise only 'raise n_neighbors', which did not help below the largest group (113)."""
+    """A binary view with 8 distinct rows: groups of identical rows larger than N link only to themselves. Late
+    fusion leaves it out with a warning saying why; early fusion, which fuses the graphs themselves, stops. The
+    message used to advise only 'raise n_neighbors', which did not help below the largest group (113)."""
     rng = np.random.default_rng(0)
     y = np.arange(600) % 3
     blobs = [rng.normal(size=(600, d)) + 3 * y[:, None] for d in (4, 5)]
     binary = (rng.random((600, 3)) < 0.2 + 0.6 * (y[:, None] == np.arange(3))).astype(float)
-    with pytest.raises(ValueError, match=r"view 2: its graph falls apart into 8 disconnected pieces.*only 8 distinct "
-                                         r"rows among 600 samples, up to 113 identical.*n_neighbors above the largest"):
-        ONMSC(3, fusion=fusion, random_state=0).fit([*blobs, binary])
+    message = (r"view 2: its graph falls apart into 8 disconnected pieces.*only 8 distinct rows among 600 samples, up "
+               r"to 113 identical.*n_neighbors above the largest")
+    if fusion == "early":
+        with pytest.raises(ValueError, match=message):
+            ONMSC(3, fusion=fusion, random_state=0).fit([*blobs, binary])
+        return
+    with pytest.warns(UserWarning, match=message):
+        est = ONMSC(3, fusion=fusion, random_state=0).fit([*blobs, binary])
+    assert est.view_weights_[2] == 0 and not est.related_views_[2] and accuracy(y, est.labels_) > 0.95
 
 
 @pytest.mark.parametrize("factor", [1e155, 1e300, 1e-200])
@@ -257,25 +264,31 @@ def test_disconnected_graph_warning_reaches_the_caller_from_a_process_cluster():
     assert any("_embed_view" in str(t["key"]) for t in stream.data), "the views were not embedded on the worker"
 
 
-def test_graph_in_more_pieces_than_clusters_is_an_error_naming_the_view():
-    """Before: a warning inside the Dask task and labels from an arbitrary choice of pieces."""
+def test_graph_in_more_pieces_than_clusters_is_left_out_or_an_error_naming_the_view():
+    """A view whose graph is in more pieces than clusters is left out with a warning while another view remains;
+    alone, it is an error. Before: a warning inside the Dask task and labels from an arbitrary choice of pieces."""
     rng = np.random.default_rng(1)
     X = np.vstack([rng.normal(size=(20, 3)) + 1000.0 * i for i in range(4)])
-    with pytest.raises(ValueError, match="view 1: its graph falls apart into 4 disconnected pieces, more than "
-                                         "n_clusters=2"):
-        _fit([rng.normal(size=(80, 3)), X], k=2, n_neighbors=3)
+    message = "view 1: its graph falls apart into 4 disconnected pieces, more than n_clusters=2"
+    with pytest.warns(UserWarning, match=message + "; it is left out"):
+        est = _fit([rng.normal(size=(80, 3)), X], k=2, n_neighbors=3)
+    assert list(est.view_weights_) == [1, 0]
+    with pytest.raises(ValueError, match=message.replace("view 1", "view 0")):
+        _fit([X], k=2, n_neighbors=3)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fewer_distinct_samples_than_clusters_is_an_error(sparse):
-    """Before: 50 identical samples were split over 3 clusters and the CLI printed ACC 0.80."""
+    """Views of fewer distinct rows than clusters are left out; with none left, an error. Before: 50 identical
+    samples were split over 3 clusters and the CLI printed ACC 0.80."""
     A = np.r_[np.zeros((50, 5)), np.ones((50, 5))]
     B = np.r_[np.zeros((50, 4)), np.ones((50, 4))] + 1
-    with pytest.raises(ValueError, match=r"only 2 distinct samples \(rows identical in every view\), fewer than "
-                                         "n_clusters=3"):
+    with pytest.warns(UserWarning, match="view 1: only 2 distinct rows, fewer than n_clusters=3"), \
+            pytest.raises(ValueError, match="no view can separate 3 clusters"):
         _fit([sp.csr_matrix(A) if sparse else A, B], k=3)
-    B[0] = 7.0  # a third distinct sample in one view: valid
-    _valid(_fit([sp.csr_matrix(A) if sparse else A, B], k=3, n_neighbors=60), 100, 3)
+    B[0] = 7.0  # a third distinct sample in one view: valid, the other view left out
+    with pytest.warns(UserWarning, match="view 0: only 2 distinct rows"):
+        _valid(_fit([sp.csr_matrix(A) if sparse else A, B], k=3, n_neighbors=60), 100, 3)
 
 
 def test_distinct_samples_beyond_the_first_rows_count(monkeypatch):
