@@ -174,7 +174,7 @@ def markdown(results: list[dict], record: dict) -> str:
     lines.append(f"| **worst margin** | {record['worst_margin']:+.3f} |" + " |" * len(METHODS) + " | |")
     t = record["targets"]
     lines += ["", "Targets (issue 21):", "",
-              f"- every set within 0.01 of the best label-free baseline: "
+              "- every set within 0.01 of the best label-free baseline: "
               + ("met" if not t["every set >= best label-free baseline - 0.01"] else
                  "**not met** on " + ", ".join(t["every set >= best label-free baseline - 0.01"])),
               f"- within 0.01 of the label-picked view on {t['sets >= label-picked view - 0.01 (need 8/10)']} of "

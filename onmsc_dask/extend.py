@@ -142,8 +142,10 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H:
     for i, p in enumerate(used):
         landmarks, Z, metric, r = graphs[p]
         P = lambda1 * F_map[offsets[i]:offsets[i + 1]] / len(used)  # F(x) = z_avg(x) F_map, z_avg = [z_p] / v
+        M = fit_map(Z, H[p, 0])
         for o in range(fused.rotations.shape[1]):
-            M = fit_map(Z, H[p, o]) if (o == 0 or not anchor) else M  # an anchor graph's H^(o) is H^(1)
+            if o and not anchor:  # an anchor graph's H^(o) is H^(1)
+                M = fit_map(Z, H[p, o])
             P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]
         views[p] = ViewExtension(landmarks, metric, r, P, refinement_map(Z, labels, k) if refined else None)
     readout_target = fused.embedding.shape[1] > k
