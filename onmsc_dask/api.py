@@ -257,7 +257,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         try:
             views, names = _as_views(views, view_names, storage_options)
-            n_features = _n_features(views)
+            inputs = views
             n_views, (views, kept) = len(views), informative_views(views, self.n_clusters, names)
             if len(kept) < n_views:  # the kept views, named by their input positions
                 names = [names[p] if names is not None else f"input view {p}" for p in kept]
@@ -271,7 +271,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                     self._refine_labels(report)
                 self._finish_fit()
             self._expand_to_input_views(np.array(kept), n_views)
-            self.n_features_in_ = n_features
+            self.n_features_in_ = _n_features(inputs)  # of every input view, once they are known valid
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
