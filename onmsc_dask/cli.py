@@ -353,7 +353,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                       random_state=args.random_state, client=client, progress=lambda line: log(f"  {line}"))
         log(f"  late fusion {'converged' if r.converged else 'stopped'} after {len(r.objective)} iterations")
         return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
-                "view_embeddings": r.view_embeddings,
+                "view_embeddings": r.view_embeddings, "embedded_views": list(range(store.n_views)),
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "refinement_objective": r.refinement_objective,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
@@ -369,13 +369,17 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                   consensus_graph=args.consensus_graph, refine=args.refine, keep_graphs=True,
                   random_state=args.random_state)
     model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
+    # the input views the graphs and H cover: all but those left out before the graphs (constant, too few rows)
+    embedded = np.setdiff1d(np.arange(store.n_views), model.left_out_views_)
     return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
             # the stages before fusion, named apart from outofcore.STAGES (whose resume they would break)
             "intermediate": {
-                "view_graphs": {f"view{p}": graph for p, graph in enumerate(model.view_graphs_)},
+                "view_graphs": {f"view{p}": graph for p, graph in zip(embedded, model.view_graphs_)},
                 "view_embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
-                                    "F": model.average_embedding_, "related": model.related_views_}},
+                                    "F": model.average_embedding_, "related": model.related_views_,
+                                    "views": embedded}},
             "view_weights": model.view_weights_, "view_embeddings": model.view_embeddings_,
+            "embedded_views": embedded.tolist(),
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_, "refinement_objective": model.refinement_objective_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
@@ -383,6 +387,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
                          "lambda1": model.lambda1_, "lambda2": model.lambda2_,
                          "consensus_graph": model.consensus_graph_, "related_views": model.related_views_.tolist(),
+                         "left_out_views": model.left_out_views_.tolist(),
                          "n_neighbors_tried": {str(N): d for N, d in model.n_neighbors_tried_.items()}}}
 
 
@@ -560,7 +565,8 @@ def _page(store: Any, source: str, fit: dict, report: dict, random_state: int) -
                       view_weights=fit["view_weights"], related_views=report["resolved"]["related_views"],
                       objective=fit["objective"], refinement_objective=fit["refinement_objective"],
                       view_metrics=report["resolved"]["metric"], scores=report["metrics"],
-                      single_scores=report["single_view_scores"], facts=facts, random_state=random_state)
+                      single_scores=report["single_view_scores"], facts=facts, random_state=random_state,
+                      left_out_views=report["resolved"].get("left_out_views", []))
 
 
 def _watch(client: Any, stack: ExitStack, log: _Log) -> None:
@@ -600,7 +606,8 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
         "metrics": metrics,
         "cluster_sizes": cluster_sizes(fit["labels"], fit["resolved"]["n_clusters"]),
         "single_view_scores": None if y is None else single_view_scores(
-            fit["view_embeddings"], y, fit["resolved"]["n_clusters"], store.view_names, args.random_state),
+            fit["view_embeddings"], y, fit["resolved"]["n_clusters"],
+            [store.view_names[p] for p in fit["embedded_views"]], args.random_state),
         "view_weights": dict(zip(store.view_names, map(float, fit["view_weights"]))),
         "objective": [float(v) for v in fit["objective"]],
         "n_iter": int(fit["n_iter"]),

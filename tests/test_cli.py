@@ -13,6 +13,7 @@ from distributed import LocalCluster
 from onmsc_dask.api import ONMSC
 from onmsc_dask.cli import main
 from onmsc_dask.outofcore import STAGES
+from onmsc_dask.report import single_view_scores
 from onmsc_dask.store import MultiViewStore
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -373,6 +374,34 @@ def test_npy_views_with_npy_labels(tmp_path, scheduler):
     store = MultiViewStore(out / "views.zarr")
     np.testing.assert_array_equal(store.labels, y)
     np.testing.assert_array_equal(store.read_view(0), views[0])
+
+
+def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, scheduler, capsys):
+    """A view with fewer distinct rows than clusters is left out before the graphs (ONMSC.left_out_views_): the
+    per-view results of the other views stay under their own names, in report.json, the store and report.html."""
+    views, y = _blobs()
+    views[1] = views[1] / 6 + np.random.default_rng(1).normal(size=views[1].shape)  # b: a weaker view than a
+    few = np.repeat([[0.0, 1.0], [1.0, 0.0]], len(y) // 2, axis=0)  # two distinct rows, k = 3
+    paths = [tmp_path / "few.npy", tmp_path / "a.npy", tmp_path / "b.npy"]
+    for path, view in zip(paths, [few, *views]):
+        np.save(path, view)
+    np.save(tmp_path / "y.npy", y)
+    out = tmp_path / "run"
+    assert main(["run", "--data", *map(str, paths), "--labels", str(tmp_path / "y.npy"), "--out", str(out),
+                 "--scheduler", scheduler, "--quiet"]) == 0
+    assert "view 0 ('few'): only 2 distinct rows" in capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["resolved"]["left_out_views"] == [0] and report["view_weights"]["few"] == 0
+    assert set(report["single_view_scores"]) == {"a", "b"}
+    alone = {name: single_view_scores(ONMSC(3, random_state=0).fit([view, view]).view_embeddings_[:1], y, 3, [name])
+             for name, view in zip("ab", views)}  # each view's own first-order embedding scored alone
+    assert alone["a"]["a"]["acc"] > alone["b"]["b"]["acc"] + 0.1
+    for name in "ab":  # the same up to the views' seeds (fit_seeds by position)
+        assert report["single_view_scores"][name] == pytest.approx(alone[name][name], abs=0.05)
+    store = MultiViewStore(out / "views.zarr")
+    assert store.read_result("view_embeddings", "views").tolist() == [1, 2]
+    assert sorted(zarr.open_group(store.path / "stages" / "view_graphs", mode="r").keys()) == ["view1", "view2"]
+    assert "no: constant, or fewer distinct rows than clusters" in (out / "report.html").read_text()
 
 
 def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
