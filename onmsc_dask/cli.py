@@ -218,7 +218,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
 
     _check_data(args)
     store_path = args.out / "views.zarr"
-    url = args.data[0] if args.data is not None and len(args.data) == 1 and isinstance(args.data[0], str) else None
+    url = _url(args)
     if args.storage_options is not None and url is None:
         raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
     if url is not None:  # an object store is read where it is, by the workers; the run's stages go into it
@@ -263,6 +263,11 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
                                   metadata={"source": name, "input": fingerprint, **_image_metadata(args, views)})
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
+
+
+def _url(args: argparse.Namespace) -> str | None:
+    """The --data URL (data_arg keeps only URLs as strings), else None."""
+    return args.data[0] if args.data is not None and len(args.data) == 1 and isinstance(args.data[0], str) else None
 
 
 def _input_files(args: argparse.Namespace) -> dict:
@@ -636,30 +641,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ClusterLost as exc:  # no worker left, or no scheduler, for longer than supervision allows
-            print(f"onmsc-dask: error: {exc}; {_resume_hint(args.out)}", file=sys.stderr)
+            print(f"onmsc-dask: error: {exc}; {_resume_hint(args)}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except (CancelledError, ClosedClientError) as exc:  # distributed's, when the scheduler goes away mid-run
             print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
-                  f"{_resume_hint(args.out)}", file=sys.stderr)
+                  f"{_resume_hint(args)}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except KeyboardInterrupt:
-            print(f"onmsc-dask: interrupted; {_resume_hint(args.out)}", file=sys.stderr)
+            print(f"onmsc-dask: interrupted; {_resume_hint(args)}", file=sys.stderr)
             return EXIT_INTERRUPTED
     return 0
 
 
-def _resume_hint(out: Path) -> str:
-    """What an interrupted run keeps, and how to resume it."""
+def _resume_hint(args: argparse.Namespace) -> str:
+    """What an interrupted run keeps, and how to resume it: the stages of ``DIR/views.zarr``, or of the --data URL
+    store the run writes its stages into (_open_store)."""
     from .store import MultiViewStore
 
+    url = _url(args)
+    where = url or args.out / "views.zarr"
     try:
-        finished = _finished(MultiViewStore(out / "views.zarr"))
+        finished = _finished(MultiViewStore(where, args.storage_options if url else None))
     except (ValueError, OSError):  # no store yet (or not a whole one)
         return "nothing was kept; run the same command again"
     if finished == "none":
-        return f"{out / 'views.zarr'} is kept (no stage finished); run the same command again to reuse it"
-    return (f"{out / 'views.zarr'} keeps the finished stages ({finished}); run the same command again to resume "
-            "after the last of them")
+        return f"{where} is kept (no stage finished); run the same command again to reuse it"
+    return f"{where} keeps the finished stages ({finished}); run the same command again to resume after the last of them"
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -501,3 +501,21 @@ def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_p
             assert message in capsys.readouterr().err and not out.exists()
     with pytest.raises(ValueError, match="No clients found"):  # no half-made client left as the default, which
         default_client()  # in-memory fits later in this process would wait on forever
+
+
+def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
+    """After a lost cluster or Ctrl-C the line names DIR/views.zarr, or the --data URL store a run writes its stages
+    into (an fsspec memory:// store here), with its finished stages."""
+    from onmsc_dask.cli import _resume_hint, build_parser
+
+    views, y = _blobs(5)
+    url = "memory://resume-hint/views.zarr"
+    store = MultiViewStore.create(url, views, y)
+    args = build_parser().parse_args(["run", "--data", url, "--out", str(tmp_path / "out")])
+    assert _resume_hint(args) == f"{url} is kept (no stage finished); run the same command again to reuse it"
+    store.write_result("landmarks", "L0", np.zeros(2), {})
+    store.mark_complete("landmarks")
+    assert _resume_hint(args) == (f"{url} keeps the finished stages (landmarks); run the same command again to resume "
+                                  "after the last of them")
+    local = build_parser().parse_args(["run", "--out", str(tmp_path / "out")])
+    assert _resume_hint(local) == "nothing was kept; run the same command again"
