@@ -511,6 +511,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
 
         if not args.scheduler:
             t = time.perf_counter()
+            log(f"starting a local Dask cluster of {workers} worker processes")
             # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
             with _sigint_ignored():
                 cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
