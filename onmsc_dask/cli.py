@@ -226,7 +226,6 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         k = _n_clusters(args, source.labels, source.n_samples, url)
         _check_parameters(args, source.n_samples, k)
         log(f"using {url} where it is (the run's stages are written into it)")
-        args.out.mkdir(parents=True, exist_ok=True)
         return source, url, k, None
     given = args.data[0] if args.data is not None and len(args.data) == 1 and is_store(args.data[0]) else None
     itself = given is not None and given.resolve() == store_path.resolve()
@@ -258,7 +257,6 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, log)
-    args.out.mkdir(parents=True, exist_ok=True)
     store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
                                   metadata={"source": name, "input": fingerprint, **_image_metadata(args, views)})
     log(f"wrote {store_path} (views {store.view_names})")
