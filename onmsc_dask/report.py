@@ -248,7 +248,7 @@ def write_html(path: Path, page: RunPage) -> None:
     k = int(page.labels.max()) + 1 if len(page.labels) else 0
     sizes = cluster_sizes(page.labels, k)
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
-                   [[name, d, m, float(mu), "yes" if kept else
+                   [[name, d, m or "-", float(mu), "yes" if kept else
                      f"no: {LEFT_OUT['before' if p in page.left_out_views else 'fusion']}"]
                     for p, (name, d, m, mu, kept) in enumerate(zip(page.view_names, page.view_dims, page.view_metrics,
                                                                    page.view_weights, page.related_views))],

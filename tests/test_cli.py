@@ -401,7 +401,8 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     store = MultiViewStore(out / "views.zarr")
     assert store.read_result("view_embeddings", "views").tolist() == [1, 2]
     assert sorted(zarr.open_group(store.path / "stages" / "view_graphs", mode="r").keys()) == ["view1", "view2"]
-    assert "no: constant, or fewer distinct rows than clusters" in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    assert "<td>few</td><td>2</td><td>-</td>" in page and "no: constant, or fewer distinct rows than clusters" in page
 
 
 def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
