@@ -218,7 +218,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
 
     _check_data(args)
     store_path = args.out / "views.zarr"
-    url = args.data[0] if args.data is not None and len(args.data) == 1 and isinstance(args.data[0], str) else None
+    url = _url(args)
     if args.storage_options is not None and url is None:
         raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
     if url is not None:  # an object store is read where it is, by the workers; the run's stages go into it
@@ -226,7 +226,6 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         k = _n_clusters(args, source.labels, source.n_samples, url)
         _check_parameters(args, source.n_samples, k)
         log(f"using {url} where it is (the run's stages are written into it)")
-        args.out.mkdir(parents=True, exist_ok=True)
         return source, url, k, None
     given = args.data[0] if args.data is not None and len(args.data) == 1 and is_store(args.data[0]) else None
     itself = given is not None and given.resolve() == store_path.resolve()
@@ -258,11 +257,15 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, log)
-    args.out.mkdir(parents=True, exist_ok=True)
     store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
                                   metadata={"source": name, "input": fingerprint, **_image_metadata(args, views)})
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
+
+
+def _url(args: argparse.Namespace) -> str | None:
+    """The --data URL (data_arg keeps only URLs as strings), else None."""
+    return args.data[0] if args.data is not None and len(args.data) == 1 and isinstance(args.data[0], str) else None
 
 
 def _input_files(args: argparse.Namespace) -> dict:
@@ -353,7 +356,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                       random_state=args.random_state, client=client, progress=lambda line: log(f"  {line}"))
         log(f"  late fusion {'converged' if r.converged else 'stopped'} after {len(r.objective)} iterations")
         return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
-                "view_embeddings": r.view_embeddings,
+                "view_embeddings": r.view_embeddings, "embedded_views": list(range(store.n_views)),
                 "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
                 "refinement_objective": r.refinement_objective,
                 "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
@@ -369,13 +372,17 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                   consensus_graph=args.consensus_graph, refine=args.refine, keep_graphs=True,
                   random_state=args.random_state)
     model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
+    # the input views the graphs and H cover: all but those left out before the graphs (constant, too few rows)
+    embedded = np.setdiff1d(np.arange(store.n_views), model.left_out_views_)
     return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
             # the stages before fusion, named apart from outofcore.STAGES (whose resume they would break)
             "intermediate": {
-                "view_graphs": {f"view{p}": graph for p, graph in enumerate(model.view_graphs_)},
+                "view_graphs": {f"view{p}": graph for p, graph in zip(embedded, model.view_graphs_)},
                 "view_embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
-                                    "F": model.average_embedding_, "related": model.related_views_}},
+                                    "F": model.average_embedding_, "related": model.related_views_,
+                                    "views": embedded}},
             "view_weights": model.view_weights_, "view_embeddings": model.view_embeddings_,
+            "embedded_views": embedded.tolist(),
             "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
             "stages": model.timings_, "refinement_objective": model.refinement_objective_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
@@ -383,6 +390,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,
                          "lambda1": model.lambda1_, "lambda2": model.lambda2_,
                          "consensus_graph": model.consensus_graph_, "related_views": model.related_views_.tolist(),
+                         "left_out_views": model.left_out_views_.tolist(),
                          "n_neighbors_tried": {str(N): d for N, d in model.n_neighbors_tried_.items()}}}
 
 
@@ -501,6 +509,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
 
         if not args.scheduler:
             t = time.perf_counter()
+            log(f"starting a local Dask cluster of {workers} worker processes")
             # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
             with _sigint_ignored():
                 cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -560,7 +569,8 @@ def _page(store: Any, source: str, fit: dict, report: dict, random_state: int) -
                       view_weights=fit["view_weights"], related_views=report["resolved"]["related_views"],
                       objective=fit["objective"], refinement_objective=fit["refinement_objective"],
                       view_metrics=report["resolved"]["metric"], scores=report["metrics"],
-                      single_scores=report["single_view_scores"], facts=facts, random_state=random_state)
+                      single_scores=report["single_view_scores"], facts=facts, random_state=random_state,
+                      left_out_views=report["resolved"].get("left_out_views", []))
 
 
 def _watch(client: Any, stack: ExitStack, log: _Log) -> None:
@@ -600,7 +610,8 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
         "metrics": metrics,
         "cluster_sizes": cluster_sizes(fit["labels"], fit["resolved"]["n_clusters"]),
         "single_view_scores": None if y is None else single_view_scores(
-            fit["view_embeddings"], y, fit["resolved"]["n_clusters"], store.view_names, args.random_state),
+            fit["view_embeddings"], y, fit["resolved"]["n_clusters"],
+            [store.view_names[p] for p in fit["embedded_views"]], args.random_state),
         "view_weights": dict(zip(store.view_names, map(float, fit["view_weights"]))),
         "objective": [float(v) for v in fit["objective"]],
         "n_iter": int(fit["n_iter"]),
@@ -629,30 +640,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ClusterLost as exc:  # no worker left, or no scheduler, for longer than supervision allows
-            print(f"onmsc-dask: error: {exc}; {_resume_hint(args.out)}", file=sys.stderr)
+            print(f"onmsc-dask: error: {exc}; {_resume_hint(args)}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except (CancelledError, ClosedClientError) as exc:  # distributed's, when the scheduler goes away mid-run
             print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
-                  f"{_resume_hint(args.out)}", file=sys.stderr)
+                  f"{_resume_hint(args)}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except KeyboardInterrupt:
-            print(f"onmsc-dask: interrupted; {_resume_hint(args.out)}", file=sys.stderr)
+            print(f"onmsc-dask: interrupted; {_resume_hint(args)}", file=sys.stderr)
             return EXIT_INTERRUPTED
     return 0
 
 
-def _resume_hint(out: Path) -> str:
-    """What an interrupted run keeps, and how to resume it."""
+def _resume_hint(args: argparse.Namespace) -> str:
+    """What an interrupted run keeps, and how to resume it: the stages of ``DIR/views.zarr``, or of the --data URL
+    store the run writes its stages into (_open_store)."""
     from .store import MultiViewStore
 
+    url = _url(args)
+    where = url or args.out / "views.zarr"
     try:
-        finished = _finished(MultiViewStore(out / "views.zarr"))
+        finished = _finished(MultiViewStore(where, args.storage_options if url else None))
     except (ValueError, OSError):  # no store yet (or not a whole one)
         return "nothing was kept; run the same command again"
     if finished == "none":
-        return f"{out / 'views.zarr'} is kept (no stage finished); run the same command again to reuse it"
-    return (f"{out / 'views.zarr'} keeps the finished stages ({finished}); run the same command again to resume "
-            "after the last of them")
+        return f"{where} is kept (no stage finished); run the same command again to reuse it"
+    return f"{where} keeps the finished stages ({finished}); run the same command again to resume after the last of them"
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

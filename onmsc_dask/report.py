@@ -24,7 +24,10 @@ from .metrics import evaluate
 
 #: samples drawn in the 2-D map at most, thumbnails per cluster
 MAP_POINTS, THUMBNAILS = 5000, 12
-LEFT_OUT = "shares no cluster structure with any other view (fusion.related_views): weight 0, not in F's graph"
+#: why a view has weight 0: left out before the graphs (validation.informative_views), or of the fusion
+LEFT_OUT = {"before": "constant, or fewer distinct rows than clusters: no graph, weight 0",
+            "fusion": "its graph falls into more pieces than clusters, or it shares no cluster structure with any "
+                      "other view (the run's warning says which): weight 0, not in F's graph"}
 
 
 @dataclass
@@ -47,6 +50,7 @@ class RunPage:
     single_view_scores: dict[str, dict[str, float]] | None = None
     thumbnails: np.ndarray | None = None  # (k, THUMBNAILS, h, w), NaN where a cluster has fewer samples
     facts: dict[str, Any] = field(default_factory=dict)  # parameters and timings, shown as they are
+    left_out_views: list[int] = field(default_factory=list)  # left out before the graphs (ONMSC.left_out_views_)
 
 
 def cluster_sizes(labels: np.ndarray, n_clusters: int) -> list[int]:
@@ -244,9 +248,10 @@ def write_html(path: Path, page: RunPage) -> None:
     k = int(page.labels.max()) + 1 if len(page.labels) else 0
     sizes = cluster_sizes(page.labels, k)
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
-                   [[name, d, m, float(mu), "yes" if kept else f"no: {LEFT_OUT}"]
-                    for name, d, m, mu, kept in zip(page.view_names, page.view_dims, page.view_metrics,
-                                                    page.view_weights, page.related_views)],
+                   [[name, d, m or "-", float(mu), "yes" if kept else
+                     f"no: {LEFT_OUT['before' if p in page.left_out_views else 'fusion']}"]
+                    for p, (name, d, m, mu, kept) in enumerate(zip(page.view_names, page.view_dims, page.view_metrics,
+                                                                   page.view_weights, page.related_views))],
                    [[None, None, None, f"view_weights.{name}", None] for name in page.view_names])
     parts = [f"<h1>{html.escape(page.title)}</h1>",
              f'<p>{html.escape(page.source)}: <b data-key="n_samples">{len(page.labels)}</b> samples, '
@@ -297,7 +302,8 @@ def image_view(metadata: dict) -> tuple[int, tuple[int, int]] | None:
 def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, readout: np.ndarray,
                view_weights: np.ndarray, related_views: np.ndarray, objective: np.ndarray,
                refinement_objective: np.ndarray, view_metrics: list[str], scores: dict | None,
-               single_scores: dict | None, facts: dict, random_state: int = 0) -> RunPage:
+               single_scores: dict | None, facts: dict, random_state: int = 0,
+               left_out_views: list[int] = ()) -> RunPage:
     """The RunPage of a fit of `store`'s views (thumbnails when its metadata names an image view)."""
     image = image_view(store.metadata)
     k = int(np.max(labels)) + 1
@@ -308,4 +314,4 @@ def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, reado
                    refinement_objective=np.asarray(refinement_objective), readout=np.asarray(readout),
                    y=store.labels, scores=scores, single_view_scores=single_scores,
                    thumbnails=None if image is None else thumbnails(store, *image, np.asarray(labels), k, random_state),
-                   facts=facts)
+                   facts=facts, left_out_views=list(left_out_views))

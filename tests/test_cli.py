@@ -13,6 +13,7 @@ from distributed import LocalCluster
 from onmsc_dask.api import ONMSC
 from onmsc_dask.cli import main
 from onmsc_dask.outofcore import STAGES
+from onmsc_dask.report import single_view_scores
 from onmsc_dask.store import MultiViewStore
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -84,7 +85,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     csv = np.loadtxt(tmp_path / "labels.csv", delimiter=",", skiprows=1, dtype=np.int64)
     assert (tmp_path / "labels.csv").read_text().startswith("sample,cluster\n")
     np.testing.assert_array_equal(csv, np.column_stack([np.arange(1797), np.load(tmp_path / "labels.npy")]))
-    order = ["] Dask dashboard: http://", "graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders "
+    order = ["] starting a local Dask cluster of 2 worker processes", "] Dask dashboard: http://", "graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders "
              "1..2, width 10)", "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
              "] writing the results to the store", "report.json, report.html, convergence.png"]
     positions = [err.err.find(line) for line in order]
@@ -375,6 +376,35 @@ def test_npy_views_with_npy_labels(tmp_path, scheduler):
     np.testing.assert_array_equal(store.read_view(0), views[0])
 
 
+def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, scheduler, capsys):
+    """A view with fewer distinct rows than clusters is left out before the graphs (ONMSC.left_out_views_): the
+    per-view results of the other views stay under their own names, in report.json, the store and report.html."""
+    views, y = _blobs()
+    views[1] = views[1] / 6 + np.random.default_rng(1).normal(size=views[1].shape)  # b: a weaker view than a
+    few = np.repeat([[0.0, 1.0], [1.0, 0.0]], len(y) // 2, axis=0)  # two distinct rows, k = 3
+    paths = [tmp_path / "few.npy", tmp_path / "a.npy", tmp_path / "b.npy"]
+    for path, view in zip(paths, [few, *views]):
+        np.save(path, view)
+    np.save(tmp_path / "y.npy", y)
+    out = tmp_path / "run"
+    assert main(["run", "--data", *map(str, paths), "--labels", str(tmp_path / "y.npy"), "--out", str(out),
+                 "--scheduler", scheduler, "--quiet"]) == 0
+    assert "view 0 ('few'): only 2 distinct rows" in capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["resolved"]["left_out_views"] == [0] and report["view_weights"]["few"] == 0
+    assert set(report["single_view_scores"]) == {"a", "b"}
+    alone = {name: single_view_scores(ONMSC(3, random_state=0).fit([view, view]).view_embeddings_[:1], y, 3, [name])
+             for name, view in zip("ab", views)}  # each view's own first-order embedding scored alone
+    assert alone["a"]["a"]["acc"] > alone["b"]["b"]["acc"] + 0.1
+    for name in "ab":  # the same up to the views' seeds (fit_seeds by position)
+        assert report["single_view_scores"][name] == pytest.approx(alone[name][name], abs=0.05)
+    store = MultiViewStore(out / "views.zarr")
+    assert store.read_result("view_embeddings", "views").tolist() == [1, 2]
+    assert sorted(zarr.open_group(store.path / "stages" / "view_graphs", mode="r").keys()) == ["view1", "view2"]
+    page = (out / "report.html").read_text()
+    assert "<td>few</td><td>2</td><td>-</td>" in page and "no: constant, or fewer distinct rows than clusters" in page
+
+
 def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
     """--n-neighbors >= n failed after views.zarr was written and a cluster started; --out naming a file gave a
     bare '[Errno 17] File exists'."""
@@ -472,3 +502,21 @@ def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_p
             assert message in capsys.readouterr().err and not out.exists()
     with pytest.raises(ValueError, match="No clients found"):  # no half-made client left as the default, which
         default_client()  # in-memory fits later in this process would wait on forever
+
+
+def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
+    """After a lost cluster or Ctrl-C the line names DIR/views.zarr, or the --data URL store a run writes its stages
+    into (an fsspec memory:// store here), with its finished stages."""
+    from onmsc_dask.cli import _resume_hint, build_parser
+
+    views, y = _blobs(5)
+    url = "memory://resume-hint/views.zarr"
+    store = MultiViewStore.create(url, views, y)
+    args = build_parser().parse_args(["run", "--data", url, "--out", str(tmp_path / "out")])
+    assert _resume_hint(args) == f"{url} is kept (no stage finished); run the same command again to reuse it"
+    store.write_result("landmarks", "L0", np.zeros(2), {})
+    store.mark_complete("landmarks")
+    assert _resume_hint(args) == (f"{url} keeps the finished stages (landmarks); run the same command again to resume "
+                                  "after the last of them")
+    local = build_parser().parse_args(["run", "--out", str(tmp_path / "out")])
+    assert _resume_hint(local) == "nothing was kept; run the same command again"

@@ -164,7 +164,7 @@ def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_array_equal(np.load(out / "labels.npy"), expected)
     assert sorted(p.name for p in out.iterdir()) == ["convergence.png", "labels.csv", "labels.npy", "report.html",
-                                                          "report.json"]  # no store
+                                                     "report.json"]  # no store
     ran = {(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0] for t in stream.data}
     assert {"_chunk_scan", "_anchor_block", "_z_rows"} <= ran, ran
     assert {t["worker"] for t in stream.data} == workers and len(workers) == 2

@@ -131,3 +131,22 @@ def test_fit_on_a_cluster_sends_the_views_once_not_in_the_graph():
             dask.config.set({"distributed.admin.large-graph-warning-threshold": f"{views[1].nbytes // 2}B"}):
         warnings.simplefilter("error", UserWarning)
         np.testing.assert_array_equal(ONMSC(10, **ANCHOR).fit(views).labels_, expected)
+
+
+def test_a_view_left_out_of_the_fit_is_taken_and_checked_not_used():
+    """A constant view left out of the fit (left_out_views_): predict and transform still take one view per input
+    view, check the left-out one (width, finite values), and give what the fit on the other views gives."""
+    views, _ = _views(500)
+    constant = np.full((500, 5), 1.5)
+    with pytest.warns(UserWarning, match="view 1: is constant"):
+        model = ONMSC(10, **ANCHOR).fit([views[0][:400], constant[:400], views[2][:400]])
+    reference = ONMSC(10, **ANCHOR).fit([views[0][:400], views[2][:400]])
+    assert model.left_out_views_.tolist() == [1] and model.extension_.views[1] is None
+    new = [views[0][400:], np.random.default_rng(0).random((100, 5)), views[2][400:]]  # any finite values in view 1
+    np.testing.assert_array_equal(model.predict(new), reference.predict([new[0], new[2]]))
+    np.testing.assert_allclose(model.transform(new), reference.transform([new[0], new[2]]))
+    with pytest.raises(ValueError, match=r"view 1: has shape \(100, 3\), expected \(n, 5\)"):
+        model.predict([new[0], new[1][:, :3], new[2]])
+    new[1][7, 2] = np.nan
+    with pytest.raises(ValueError, match="view 1: contains NaN"):
+        model.predict(new)
