@@ -365,8 +365,7 @@ def nearest_landmarks(Xm, landmarks, r: int) -> tuple[np.ndarray, np.ndarray]:
     The landmarks are ranked by the scores ||l||^2 - 2 x l^T (||x - l||^2 less the row's constant ||x||^2), one
     GEMM per block of rows. Dense rows are scored in float32; a row keeps that choice only when the gap between its
     r-th and (r+1)-th score exceeds twice the scores' worst-case rounding error (``float32_score_error``), which
-    makes the chosen set the exact one; the other rows (about 1% of Fashion-MNIST's), and sparse rows, are ranked
-    in float64. The distances of the chosen landmarks are then computed in float64."""
+    makes the chosen set the exact one; the other rows (near ties), and sparse rows, are ranked in float64. The distances of the chosen landmarks are then computed in float64."""
     sparse = sp.issparse(Xm) or sp.issparse(landmarks)
     L = landmarks.tocsr().astype(np.float64) if sp.issparse(landmarks) else np.asarray(landmarks, np.float64)
     sq_norms = np.asarray(L.multiply(L).sum(axis=1)).ravel() if sp.issparse(L) else np.einsum("md,md->m", L, L)
