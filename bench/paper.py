@@ -83,7 +83,7 @@ def run_dataset(path: Path, full: bool, out_dir: Path) -> dict:
 
     # ---- (a) defaults + baselines
     main = {}
-    lf = ONMSC(k, random_state=SEED).fit(views)
+    lf = ONMSC(k, keep_intermediate=True, random_state=SEED).fit(views)
     ef = ONMSC(k, fusion="early", random_state=SEED).fit(views)
     N0 = int(lf.n_neighbors_)
     main["ONMSC-LF (defaults)"] = {**score(y, lf.labels_), "N": N0, "lambda1": lf.lambda1_, "lambda2": lf.lambda2_,
@@ -102,7 +102,7 @@ def run_dataset(path: Path, full: bool, out_dir: Path) -> dict:
     l2s = [m * k * O for m in g["lambda2"]] if g["lambda2_scaled"] else g["lambda2"]
     lf_grid = []
     for N in Ns:
-        base = lf if N == N0 else ONMSC(k, n_neighbors=N, random_state=SEED).fit(views)
+        base = lf if N == N0 else ONMSC(k, n_neighbors=N, keep_intermediate=True, random_state=SEED).fit(views)
         H, F = base.view_embeddings_, base.average_embedding_
         for a in l1s:
             for b in l2s:

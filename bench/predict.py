@@ -32,6 +32,7 @@ from onmsc_dask.metrics import evaluate  # noqa: E402
 from onmsc_dask.store import MultiViewStore  # noqa: E402
 
 K, SEED = 10, 0
+REPEATS = 3  # predict of the test images is timed this many times, the fastest kept (the machine is shared)
 
 
 def three_views(images: np.ndarray) -> list[np.ndarray]:
@@ -44,22 +45,26 @@ def timed(call):
     return out, time.perf_counter() - t
 
 
-def cpu_timed(call):
-    """The result, and the CPU seconds of this process's threads (BLAS included) it took."""
-    t = time.process_time()
-    out = call()
-    return out, time.process_time() - t
+def best_timed(call) -> tuple[object, float, float]:
+    """The result, and the fewest wall seconds and CPU seconds (this process's threads, BLAS included) of REPEATS
+    calls."""
+    wall, cpu = [], []
+    for _ in range(REPEATS):
+        t, c = time.perf_counter(), time.process_time()
+        out = call()
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return out, min(wall), min(cpu)
 
 
 def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: np.ndarray, fit_s: float) -> dict:
     """The numbers of one fitted model."""
     on_train, train_s = timed(lambda: model.predict(train))
-    on_test, test_s = timed(lambda: model.predict(test))
-    _, test_cpu_s = cpu_timed(lambda: model.predict(test))
+    on_test, test_s, test_cpu_s = best_timed(lambda: model.predict(test))
     with tempfile.TemporaryDirectory() as tmp:  # dask views read from a store by the workers, 2,500 rows a chunk
         store = MultiViewStore.create(Path(tmp) / "test.zarr", test, chunk_rows=2500)
         lazy = [store.view_dask(p) for p in range(store.n_views)]
-        on_dask, dask_s = timed(lambda: model.predict(lazy).compute())
+        on_dask, dask_s, _ = best_timed(lambda: model.predict(lazy).compute())
     assert np.array_equal(on_dask, on_test)
     sizes = {name: len(pickle.dumps(value)) for name, value in vars(model).items()}
     return {"n_train": len(y_train), "n_test": len(y_test), "solver": model.embedding_solver_,
@@ -68,7 +73,7 @@ def measure(model: ONMSC, train: list, y_train: np.ndarray, test: list, y_test: 
             "train_agreement": float(np.mean(on_train == model.labels_)),
             "predict_train_per_s": len(y_train) / train_s, "predict_test_per_s": len(y_test) / test_s,
             "predict_dask_per_s": len(y_test) / dask_s,
-            "predict_test_per_cpu_s": len(y_test) / test_cpu_s,  # x 2 cores: the rate of an otherwise idle machine
+            "predict_test_per_cpu_s": len(y_test) / test_cpu_s,  # idle 2 cores: 1 to 2 x this (the GEMMs use both)
             "load_average": os.getloadavg()[0],
             "pickle_mb": len(pickle.dumps(model)) / 2**20,
             "largest_attributes_mb": {k: v / 2**20 for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:5]}}

@@ -108,6 +108,10 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
     return EarlyFusionFit(labels, inertia, res, graphs, metrics, N, related)
 
 
+#: late fusion's per-sample inputs, kept after the fit only with ``keep_intermediate=True``
+INTERMEDIATE = ("view_graphs_", "view_embeddings_", "average_embedding_")
+
+
 class ONMSC(ClusterMixin, BaseEstimator):
     """Optimal Neighborhood Multi-view Spectral Clustering with high-order Laplacians.
 
@@ -153,7 +157,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     drop_unrelated_views : leave out of the fusion and of F's graph every view whose cluster directions
         share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
         structure), with a warning; its weight is 0.
-    keep_graphs : keep the view graphs (``view_graphs_``, n x n for kNN) after the fit; predict does not need them.
+    keep_intermediate : keep late fusion's per-sample inputs after the fit: the view graphs (``view_graphs_``, n x n
+        for kNN), ``view_embeddings_`` (v x O x n x width) and ``average_embedding_`` (F). predict does not need
+        them, and they are most of the model's size (docs/predict.md measures a pickle with and without them).
     random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
         every fit (each stage, the kNN search on all cores), as in scikit-learn.
 
@@ -180,10 +186,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         ``n_neighbors_tried_`` maps each N fitted by the default-N refit to its distortion.
     order_, lambda1_, lambda2_, n_landmarks_ : late fusion's resolved parameters (``selection_``: the "select"
         search's candidates); early fusion has ``alpha_``.
-    view_embeddings_, view_eigenvalues_, average_embedding_ : late fusion's H_p^(o) (v, O, n, width), their
-        eigenvalues (v, O, width) and F; ``consensus_graph_`` the graph F came from, ``"rank"`` or ``"average"``.
-    view_graphs_ : with ``keep_graphs=True``, late fusion's graph per view, CSR: the kNN affinity A_p of Eq. 1
-        (n x n), or for ``anchor`` the anchor matrix Z (n x m).
+    view_eigenvalues_ : late fusion's eigenvalues of the H_p^(o) (v, O, width); ``consensus_graph_`` the graph F
+        came from, ``"rank"`` or ``"average"``.
+    view_embeddings_, average_embedding_, view_graphs_ : only with ``keep_intermediate=True``: late fusion's
+        H_p^(o) (v, O, n, width), F (n, width) and graph per view, CSR: the kNN affinity A_p of Eq. 1 (n x n), or
+        for ``anchor`` the anchor matrix Z (n x m).
     n_features_in_ : the number of features of each view.
     extension_ : what predict and transform use (extend.Extension: per view landmarks and m x width maps); None for
         early fusion, or a kNN fit with too few samples for its landmarks.
@@ -196,7 +203,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_nearest_landmarks: int = 3,
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
-                 consensus_graph: str = "auto", refine: bool | str = "auto", keep_graphs: bool = False,
+                 consensus_graph: str = "auto", refine: bool | str = "auto", keep_intermediate: bool = False,
                  random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
@@ -217,7 +224,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.drop_unrelated_views = drop_unrelated_views
         self.consensus_graph = consensus_graph
         self.refine = refine
-        self.keep_graphs = keep_graphs
+        self.keep_intermediate = keep_intermediate
         self.random_state = random_state
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None,
@@ -235,7 +242,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             check_int(name, getattr(self, name))
         random_state = check_seed(self.random_state)
         check_tol(self.tol)
-        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views", "keep_graphs"):
+        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views", "keep_intermediate"):
             if not (name == "refine" and isinstance(self.refine, str) and self.refine == "auto"):
                 check_bool(name, getattr(self, name))
         if self.consensus_graph not in ("auto", "rank", "average"):
@@ -283,15 +290,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
     def _finish_fit(self) -> None:
         """The model predict uses (extend.build_extension; None when a kNN fit had too few samples for its
-        landmarks), and the view graphs dropped unless ``keep_graphs``."""
+        landmarks), and the INTERMEDIATE attributes dropped unless ``keep_intermediate``."""
         parts = self.__dict__.pop("_extension_inputs_")
         anchor = self.embedding_solver_ == "anchor"
         self.extension_ = None if any(parts["graphs"][p][1] is None for p in parts["used"]) else build_extension(
             parts["graphs"], self.view_embeddings_, parts["scales"], self.average_embedding_, parts["fused"],
             parts["used"], self.lambda1_, self.labels_, self.n_clusters, anchor=anchor,
             refined=self._refines() and anchor)
-        if not self.keep_graphs:
-            del self.view_graphs_
+        if not self.keep_intermediate:
+            for name in INTERMEDIATE:
+                delattr(self, name)
 
     def _expand_to_input_views(self, kept: np.ndarray, n_views: int) -> None:
         """Per-view results of a fit on the ``kept`` views (informative_views) as one entry per input view: weight
@@ -489,7 +497,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto",
-                                              n_components=self.n_clusters, refine=False).fit(views, view_names=names)
+                                              n_components=self.n_clusters, refine=False,
+                                              keep_intermediate=True).fit(views, view_names=names)
             n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
                                                                 late.view_embeddings_)
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,

@@ -369,7 +369,7 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
                   n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
-                  consensus_graph=args.consensus_graph, refine=args.refine, keep_graphs=True,
+                  consensus_graph=args.consensus_graph, refine=args.refine, keep_intermediate=True,
                   random_state=args.random_state)
     model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
     # the input views the graphs and H cover: all but those left out before the graphs (constant, too few rows)

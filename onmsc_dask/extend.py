@@ -97,16 +97,14 @@ class Extension:
     centres: np.ndarray  # k x width, mean row-normalized read-out of each cluster's fitted samples
 
     def target(self, views: list) -> tuple[np.ndarray, np.ndarray | None]:
-        """T(x) of rows of every view, and the refinement distances (None without refinement maps)."""
-        T, D = 0.0, None
-        for X, ext in zip(views, self.views):
-            if ext is None:
-                continue
-            z = ext.anchor_rows(X)
-            T = T + z @ ext.target
-            if ext.refinement is not None:
-                D = z @ ext.refinement if D is None else D + z @ ext.refinement
-        return np.asarray(T), D
+        """T(x) of rows of every view, and the refinement distances (None without refinement maps): the views'
+        anchor rows side by side times their maps [P_p | C_p] stacked, one product."""
+        used = [(X, ext) for X, ext in zip(views, self.views) if ext is not None]
+        Z = sp.hstack([ext.anchor_rows(X) for X, ext in used], format="csr")
+        maps = [ext.target if ext.refinement is None else np.hstack([ext.target, ext.refinement]) for _, ext in used]
+        out = np.asarray(Z @ np.vstack(maps))
+        width = self.to_embedding.shape[0]
+        return out[:, :width], out[:, width:] if out.shape[1] > width else None
 
     def transform(self, views: list) -> np.ndarray:
         """H*(x), n_new x width."""

@@ -10,7 +10,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.metrics import pairwise_distances_chunked
-from sklearn.neighbors import NearestNeighbors
 
 from .validation import (METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
                          row_ids, user_warning, view_label, warn_zero_rows, width_label, zero_rows)
@@ -339,15 +338,100 @@ def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sampl
 
 def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:
     """Z (n x m): each row links to its ``n_nearest`` landmarks (given in the metric's space, as landmark_centres
-    returns them) with self-tuned Gaussian weights, rows sum to 1."""
-    Xm, L = _prepare(X, metric), landmarks
+    returns them; ``nearest_landmarks``) with self-tuned Gaussian weights, rows sum to 1."""
+    L = landmarks
     r = min(n_nearest, L.shape[0])
-    dist, ind = NearestNeighbors(n_neighbors=r, algorithm="brute").fit(L).kneighbors(Xm)
+    ind, sq_dist = nearest_landmarks(_prepare(X, metric), L, r)
+    dist = np.sqrt(sq_dist)
     sigma = np.maximum(dist[:, -1:], np.finfo(float).eps) if r > 1 else np.ones((len(dist), 1))
     w = np.exp(-(dist**2) / sigma**2) + np.finfo(float).tiny
     w /= w.sum(axis=1, keepdims=True)
     n = X.shape[0]
     return sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * r + 1, r)), shape=(n, L.shape[0]))
+
+
+#: entries (rows x landmarks) of the score matrix of one row block of the landmark search (float32: 32 MiB)
+SEARCH_BLOCK_ENTRIES = 2**23
+#: rows whose chosen landmarks' distances are computed at once (a rows x r x d float64 gather stays in cache)
+DISTANCE_CHUNK_ROWS = 256
+#: most smallest scores per row found by repeated argmin (faster than argpartition for a few)
+ARGMIN_MAX = 8
+
+
+def nearest_landmarks(Xm, landmarks, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and squared euclidean distances (float64) of each row's ``r`` nearest landmarks, n x r, nearest
+    first (equal distances by index).
+
+    The landmarks are ranked by the scores ||l||^2 - 2 x l^T (||x - l||^2 less the row's constant ||x||^2), one
+    GEMM per block of rows. Dense rows are scored in float32; a row keeps that choice only when the gap between its
+    r-th and (r+1)-th score exceeds twice the scores' worst-case rounding error (``float32_score_error``), which
+    makes the chosen set the exact one; the other rows (near ties), and sparse rows, are ranked in float64. The distances of the chosen landmarks are then computed in float64."""
+    sparse = sp.issparse(Xm) or sp.issparse(landmarks)
+    L = landmarks.tocsr().astype(np.float64) if sp.issparse(landmarks) else np.asarray(landmarks, np.float64)
+    sq_norms = np.asarray(L.multiply(L).sum(axis=1)).ravel() if sp.issparse(L) else np.einsum("md,md->m", L, L)
+    L32 = None if sparse else (-2 * L).astype(np.float32)  # x (-2 l)^T: the factor 2 is exact in float32
+    step = max(1, SEARCH_BLOCK_ENTRIES // L.shape[0])
+    parts = [_nearest_block(Xm[s:s + step], L, L32, sq_norms, r) for s in range(0, Xm.shape[0], step)]
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])) if parts else (
+        np.empty((0, r), np.int64), np.empty((0, r)))
+
+
+def float32_score_error(row_sq_norms: np.ndarray, sq_norms: np.ndarray, n_features: int) -> np.ndarray:
+    """Bound on |score32 - score| of ``nearest_landmarks``' scores per row, from the float32 squared row norms: the
+    rounding of x and l to float32 (2u ||x|| ||l||), of the d-term dot product (gamma_d ||x|| ||l||, gamma_d =
+    d u / (1 - d u), any summation order), of ||l||^2 and of the subtraction (u = 2^-24), with 1% to spare for
+    second-order terms, plus float32 underflow; infinite where float32 could overflow."""
+    u, lmax = 2.0**-24, np.sqrt(sq_norms.max())
+    gamma = n_features * u / (1 - n_features * u)
+    x = np.sqrt(row_sq_norms.astype(np.float64)) * (1 + gamma)  # the float32 norm is within gamma_d
+    bound = 1.01 * (2 * (gamma + 3 * u) * x * lmax + 2 * u * lmax**2) + n_features * np.finfo(np.float32).tiny
+    return np.where((x + lmax) ** 2 < np.finfo(np.float32).max / 4, bound, np.inf)
+
+
+def _smallest(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns and values of each row's ``k`` smallest scores, by (score, column); overwrites ``scores``."""
+    rows = np.arange(scores.shape[0])
+    if k > ARGMIN_MAX:
+        ind = np.argpartition(scores, k - 1, axis=1)[:, :k]
+        values = scores[rows[:, None], ind]
+        order = np.lexsort((ind, values), axis=1)
+        return np.take_along_axis(ind, order, axis=1), np.take_along_axis(values, order, axis=1)
+    ind, values = np.empty((len(rows), k), np.int64), np.empty((len(rows), k), scores.dtype)
+    for j in range(k):
+        ind[:, j] = scores.argmin(axis=1)
+        values[:, j] = scores[rows, ind[:, j]]
+        scores[rows, ind[:, j]] = np.inf
+    return ind, values
+
+
+def _nearest_block(X, L, L32: np.ndarray | None, sq_norms: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """``nearest_landmarks`` of one row block; ``L32`` the float32 landmarks times -2, None when X or L is sparse."""
+    n, m = X.shape[0], L.shape[0]
+    if L32 is None:
+        cross = X @ L.T
+        ind, scores = _smallest(sq_norms - 2 * (cross.toarray() if sp.issparse(cross) else np.asarray(cross)), r)
+        x_sq = np.asarray(X.multiply(X).sum(axis=1)) if sp.issparse(X) else np.einsum("nd,nd->n", X, X)[:, None]
+        sq_dist = np.maximum(x_sq + scores, 0.0)
+    else:
+        X32 = np.asarray(X, np.float32)
+        if r < m:
+            scores = X32 @ L32.T
+            scores += sq_norms.astype(np.float32)
+            ind, values = _smallest(scores, r + 1)
+            error = float32_score_error(np.einsum("nd,nd->n", X32, X32), sq_norms, X.shape[1])
+            ind, redo = ind[:, :r], np.flatnonzero(~(values[:, r] - values[:, r - 1] > 2 * error))
+            if redo.size:
+                ind[redo] = _smallest(sq_norms - 2 * (np.asarray(X[redo], np.float64) @ L.T), r)[0]
+        else:
+            ind = np.tile(np.arange(m), (n, 1))
+        sq_dist = np.empty((n, r))
+        for s in range(0, n, DISTANCE_CHUNK_ROWS):
+            Xc, chosen = np.asarray(X[s:s + DISTANCE_CHUNK_ROWS], np.float64), ind[s:s + DISTANCE_CHUNK_ROWS]
+            sq_dist[s:s + len(Xc)] = np.maximum(np.einsum("nd,nd->n", Xc, Xc)[:, None] + sq_norms[chosen]
+                                                - 2 * np.einsum("nd,nrd->nr", Xc, L[chosen]), 0.0)
+        order = np.lexsort((ind, sq_dist), axis=1)  # the float64 distances decide the order
+        ind, sq_dist = np.take_along_axis(ind, order, axis=1), np.take_along_axis(sq_dist, order, axis=1)
+    return ind, sq_dist
 
 
 def inv_sqrt(values: np.ndarray) -> np.ndarray:

@@ -147,7 +147,7 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tup
 def _anchor_block(path: str, p: int, start: int, stop: int, landmarks: np.ndarray, n_nearest: int,
                   metric: str) -> sp.csr_matrix:
     """Rows start:stop of the anchor matrix Z of view p (graph.anchor_affinity, exact search), float64."""
-    return anchor_affinity(_rows(path, p, start, stop), landmarks, n_nearest, metric).astype(np.float64)
+    return anchor_affinity(_rows(path, p, start, stop), landmarks, n_nearest, metric)
 
 
 def _tree_sum(items: list[Delayed]) -> Delayed:

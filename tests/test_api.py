@@ -67,7 +67,7 @@ def _on_cluster(client, fn):
 
 def test_fit_on_local_cluster_accuracy_and_attributes(client, digits):
     views, y = digits
-    model, keys = _on_cluster(client, lambda: ONMSC(10, random_state=0).fit(views))
+    model, keys = _on_cluster(client, lambda: ONMSC(10, keep_intermediate=True, random_state=0).fit(views))
     assert any("_embed_view" in str(k) for k in keys), f"per-view tasks did not run on the workers: {keys}"
     assert len(client.scheduler_info()["workers"]) == 2
     acc = accuracy(y, model.labels_)
@@ -120,7 +120,7 @@ def test_clone_and_get_params():
                       "n_nearest_landmarks": 4,
                       "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
                       "eigenvalue_scaling": True, "drop_unrelated_views": True, "consensus_graph": "auto",
-                      "refine": "auto", "keep_graphs": False, "random_state": 42}
+                      "refine": "auto", "keep_intermediate": False, "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
     twin.set_params(order=1, n_clusters=3)
@@ -145,7 +145,7 @@ def test_each_solver_runs(client, small_digits, solver, extra):
 def test_order_one_and_explicit_lambdas(small_digits):
     views, y = small_digits
     with dask.config.set(scheduler="sync"):
-        model = ONMSC(10, order=1, lambda1=0.5, lambda2=3.0, random_state=0).fit(views)
+        model = ONMSC(10, order=1, lambda1=0.5, lambda2=3.0, keep_intermediate=True, random_state=0).fit(views)
     assert model.lambda1_ == 0.5 and model.lambda2_ == 3.0
     assert model.view_embeddings_.shape[1] == 1
     assert (np.diff(model.objective_) >= -1e-10 * np.abs(model.objective_).max()).all()
@@ -316,7 +316,7 @@ def test_n_components_more_eigenvectors_than_clusters(small_digits, embedding):
     views, y = small_digits
     kw = dict(embedding=embedding, n_landmarks=100) if embedding == "anchor" else dict(embedding=embedding)
     with dask.config.set(scheduler="sync"):
-        est = ONMSC(10, n_components=14, refine=False, random_state=0, **kw).fit(views)
+        est = ONMSC(10, n_components=14, refine=False, keep_intermediate=True, random_state=0, **kw).fit(views)
     n = len(y)
     assert est.view_embeddings_.shape[-2:] == (n, 14) and est.average_embedding_.shape == (n, 14)
     np.testing.assert_allclose(est.embedding_.T @ est.embedding_, np.eye(14), atol=1e-8)
@@ -541,7 +541,7 @@ def test_refit_keeps_nothing_of_an_earlier_fit(small_digits):
     (stale values that no longer described the fit)."""
     views, _ = small_digits
     est = ONMSC(10, random_state=0).fit(views)
-    late_only = {"order_", "lambda1_", "lambda2_", "view_embeddings_", "view_eigenvalues_", "average_embedding_"}
+    late_only = {"order_", "lambda1_", "lambda2_", "view_eigenvalues_", "fusion_target_", "extension_"}
     assert late_only <= set(vars(est))
     est.set_params(fusion="early").fit(views)
     assert not late_only & set(vars(est)) and hasattr(est, "alpha_")
@@ -572,7 +572,7 @@ def test_eigenvalue_scaling_fuses_the_rank_k_factors(small_digits):
     eigenvalue_scaling=False fuses the bare eigenvectors, the paper's form."""
     views, _ = small_digits
     for scaling in (True, False):
-        m = ONMSC(10, eigenvalue_scaling=scaling, random_state=0).fit(views)
+        m = ONMSC(10, eigenvalue_scaling=scaling, keep_intermediate=True, random_state=0).fit(views)
         lam = m.view_eigenvalues_
         assert lam.shape == (3, 2, 10) and np.all(lam <= 1 + 1e-9)
         np.testing.assert_allclose(lam[:, 1], lam[:, 1].clip(0), atol=1e-9)  # order 2: eigenvalues of a square
@@ -597,7 +597,7 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
     if fusion == "late":  # the labels are refined on the related views' graphs only
         from onmsc_dask.assign import refine_labels
 
-        plain = ONMSC(10, refine=False, keep_graphs=True, random_state=0).fit(noisy)
+        plain = ONMSC(10, refine=False, keep_intermediate=True, random_state=0).fit(noisy)
         with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
             refined = ONMSC(10, refine=True, random_state=0).fit(noisy)
         np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], refined.labels_)
@@ -697,7 +697,7 @@ def test_F_is_the_rank_consensus_graph_on_knn_graphs(small_digits, monkeypatch):
 
     views, y = small_digits
     n, k = len(y), 10
-    m = ONMSC(k, random_state=0).fit(views)
+    m = ONMSC(k, keep_intermediate=True, random_state=0).fit(views)
     assert m.consensus_graph_ == "rank"
     seeds, N = fit_seeds(0, 3), m.n_neighbors_
     lists = [nearest_neighbors(X, ranked_neighbors_count(n, k, N), metric, s)
@@ -705,7 +705,7 @@ def test_F_is_the_rank_consensus_graph_on_knn_graphs(small_digits, monkeypatch):
     F = embed_graph(rank_consensus_affinity(lists, N), "exact", k, 1, random_state=seeds[-2])[0][0]
     np.testing.assert_allclose(m.average_embedding_ @ m.average_embedding_.T, F @ F.T, atol=1e-8)
 
-    avg = ONMSC(k, consensus_graph="average", random_state=0).fit(views)
+    avg = ONMSC(k, consensus_graph="average", keep_intermediate=True, random_state=0).fit(views)
     graphs = view_graphs(views, k, N)[0]
     F = average_graph_embedding(graphs, "exact", k, random_state=seeds[-2])
     assert avg.consensus_graph_ == "average"
@@ -715,7 +715,7 @@ def test_F_is_the_rank_consensus_graph_on_knn_graphs(small_digits, monkeypatch):
     # a consensus graph in more pieces than k would make F arbitrary: the average graph, with a warning
     monkeypatch.setattr(api, "rank_consensus_affinity", lambda lists, N: sp.identity(n, format="csr"))
     with pytest.warns(UserWarning, match=f"rank-consensus graph of the views falls into {n} pieces, more than 10"):
-        fallback = ONMSC(k, random_state=0).fit(views)
+        fallback = ONMSC(k, keep_intermediate=True, random_state=0).fit(views)
     assert fallback.consensus_graph_ == "average"
     np.testing.assert_allclose(fallback.average_embedding_, avg.average_embedding_, atol=1e-10)
 
@@ -729,7 +729,7 @@ def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_
     views, y = small_digits
     kw = dict(embedding=embedding, n_landmarks=60) if embedding == "anchor" else dict(embedding=embedding)
     with dask.config.set(scheduler="sync"):
-        plain = ONMSC(10, refine=False, tol=1e-3, keep_graphs=True, random_state=0, **kw).fit(views)
+        plain = ONMSC(10, refine=False, tol=1e-3, keep_intermediate=True, random_state=0, **kw).fit(views)
         refined = ONMSC(10, refine=True, tol=1e-3, random_state=0, **kw).fit(views)
         default = ONMSC(10, tol=1e-3, random_state=0, **kw).fit(views)  # refine="auto": on anchor graphs only
     np.testing.assert_array_equal(default.labels_, (refined if embedding == "anchor" else plain).labels_)

@@ -271,6 +271,30 @@ def test_anchor_affinity_rows_link_nearest_landmarks():
     assert np.abs(w - 1 / 3).max() > 0.1  # the data tell the weights apart (uniform weights would fail)
 
 
+def test_landmark_search_is_exact_where_float32_cannot_tell():
+    """Rows just off the midpoint of two landmarks 1e-3 apart: their distances differ by ~1e-8 of scores of
+    ~30, below float32's resolution, so those rows are ranked again in float64 (a float32-only search gets about
+    half of them wrong); elsewhere, dense float32 / float64 and sparse rows give the brute-force float64 answer."""
+    rng = np.random.default_rng(0)
+    L = rng.normal(size=(40, 30))
+    L[1::2] = L[::2] + 1e-3 * rng.normal(size=(20, 30))
+    pair, t = rng.integers(0, 20, 300), rng.choice([-1e-3, 1e-3], 300)
+    a, b = L[2 * pair + (t < 0)], L[2 * pair + (t > 0)]
+    X = (a + b) / 2 + np.abs(t)[:, None] * (a - b)  # closer to a
+    for r in (1, 2):
+        ind, sq = graph.nearest_landmarks(X, L, r)
+        np.testing.assert_array_equal(ind[:, 0], 2 * pair + (t < 0))
+    Y = rng.normal(size=(500, 30))
+    ref = ((Y[:, None] - L[None]) ** 2).sum(-1)
+    for Xm, Lm in ((Y, L), (Y.astype(np.float32), L), (sp.csr_matrix(Y), L), (Y, sp.csr_matrix(L))):
+        for r in (3, 10, 40):  # few: repeated argmin; more: argpartition; all landmarks
+            ind, sq = graph.nearest_landmarks(Xm, Lm, r)
+            expected = np.argsort(ref, axis=1, kind="stable")[:, :r]
+            np.testing.assert_array_equal(ind, expected)
+            rtol = 1e-6 if Xm.dtype == np.float32 else 1e-10
+            np.testing.assert_allclose(sq, np.take_along_axis(ref, expected, axis=1), rtol=rtol)
+
+
 def test_build_graph_dispatch():
     X, _ = _blobs(n=80, d=3, seed=11)
     kw = dict(n_neighbors=7, metric="euclidean", n_landmarks=10, n_nearest_landmarks=3, random_state=0)

@@ -47,7 +47,8 @@ def test_factor_split_equals_anchor_factor():
 @pytest.mark.parametrize("method", ["gram", "tsqr"])
 def test_equals_in_memory_anchor(store, method):
     views, _ = _views()
-    est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, random_state=0).fit(views)
+    est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, keep_intermediate=True,
+                random_state=0).fit(views)
     res = fit_store(store, 10, method=method, **PARAMS)
     np.testing.assert_allclose(res.view_embeddings, est.view_embeddings_, atol=1e-8)  # same seeds and signs
     np.testing.assert_allclose(res.view_eigenvalues, est.view_eigenvalues_, atol=1e-8)  # from the m x m problem
@@ -74,7 +75,8 @@ def test_n_components_equals_in_memory_and_changes_the_embeddings_stage(store):
     is recomputed (its parameters include the width), the landmarks and anchor graphs are resumed."""
     views, _ = _views()
     fit_store(store, 10, **PARAMS)
-    est = ONMSC(10, embedding="anchor", n_components=14, n_landmarks=60, n_init=3, random_state=0).fit(views)
+    est = ONMSC(10, embedding="anchor", n_components=14, n_landmarks=60, n_init=3, keep_intermediate=True,
+                random_state=0).fit(views)
     res = fit_store(store, 10, n_components=14, **PARAMS)
     assert res.computed_stages == ["embeddings", "fusion", "labels"]
     assert res.view_embeddings.shape[-1] == 14 and res.embedding.shape == (600, 14)
@@ -115,7 +117,8 @@ def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
     with pytest.warns(UserWarning, match="view 3 .* shares no cluster structure"):
         res = fit_store(store, 10, **PARAMS)
     with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
-        est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, random_state=0).fit(views)
+        est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, keep_intermediate=True,
+                    random_state=0).fit(views)
     assert res.related_views.tolist() == est.related_views_.tolist() == [True, True, True, False]
     np.testing.assert_allclose(_projection(res.average_embedding), _projection(est.average_embedding_), atol=1e-8)
     np.testing.assert_allclose(res.view_weights, est.view_weights_, atol=1e-8)

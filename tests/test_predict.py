@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
 
-from onmsc_dask.api import ONMSC
+from onmsc_dask.api import INTERMEDIATE, ONMSC
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.store import MultiViewStore
 
@@ -110,11 +110,15 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
         early.predict(new)
 
 
-def test_fitted_model_keeps_graphs_only_on_request(anchor_fit):
+def test_fitted_model_keeps_intermediates_only_on_request(anchor_fit):
+    """The view graphs, H_p^(o) and F stay only with keep_intermediate=True; predict does not need them."""
     model, views, _ = anchor_fit
-    assert not hasattr(model, "view_graphs_")
-    kept = ONMSC(10, **ANCHOR, keep_graphs=True).fit([X[:600] for X in views])
+    assert not set(INTERMEDIATE) & set(vars(model))
+    kept = ONMSC(10, **ANCHOR, keep_intermediate=True).fit([X[:600] for X in views])
     assert [G.shape for G in kept.view_graphs_] == [(600, 60)] * 3
+    assert kept.view_embeddings_.shape == (3, 2, 600, 10) and kept.average_embedding_.shape == (600, 10)
+    np.testing.assert_array_equal(kept.labels_, model.labels_)
+    assert len(pickle.dumps(model)) < len(pickle.dumps(kept)) / 2
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(again.predict([X[600:] for X in views]), model.predict([X[600:] for X in views]))
     np.testing.assert_array_equal(model.n_features_in_, [64, 16, 64])

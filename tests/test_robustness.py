@@ -40,7 +40,7 @@ def views():
 
 
 def _fit(views, k=3, **kw):
-    return ONMSC(k, random_state=0, n_init=2, **kw).fit(views)
+    return ONMSC(k, random_state=0, n_init=2, keep_intermediate=True, **kw).fit(views)
 
 
 def _valid(model, n, k):
