@@ -1,4 +1,6 @@
 """End-to-end tests of the ONMSC estimator, on a real multi-process Dask cluster and without one."""
+import re
+
 import dask
 import dask.array as da
 import numpy as np
@@ -670,9 +672,9 @@ def test_default_neighbours_refit_for_a_giant_cluster():
     assert est.n_neighbors_ == 30 and set(est.n_neighbors_tried_) == {15, 30}
     assert not giant_cluster(est.labels_, 4)
     assert est.n_neighbors_tried_[30] > est.n_neighbors_tried_[15]
-    assert [line for line in lines if line.startswith(("a cluster", "kept"))] == [
-        "a cluster of 54% of the samples found: refitting with N = 30 (docs/defaults.md)",
-        "kept N = 30: largest cluster 54% at N = 15, 32% at N = 30"]
+    decision = [line for line in lines if line.startswith(("a cluster", "kept"))]
+    assert decision[0] == "a cluster of 54% of the samples found: refitting with N = 30 (docs/defaults.md)"
+    assert re.fullmatch(r"kept N = 30: largest cluster 54% at N = 15, [1-4]\d% at N = 30", decision[1])
 
 
 def test_giant_cluster_refit_keeps_a_dominant_class():
