@@ -207,6 +207,29 @@ def _without_narrow_views(views, n_clusters: int, names=None):
     return [checked[i] for i in wide], [kept[i] for i in wide]
 
 
+def _sublinear_term_weights(min_value: float, zero_fraction: float, integer: bool, n_features: int) -> str:
+    """graph.metric_for without its integer condition: non-negative views of at least 90% zeros (counts or term
+    weights, dense or sparse) get log(1 + x) and cosine."""
+    if min_value < 0 or n_features == 1:
+        return "euclidean"
+    return "counts" if zero_fraction >= 0.9 else "cosine"
+
+
+def _standardized_euclidean():
+    """graph._prepare, with the columns of euclidean views (real values of either sign) standardized: by the view's
+    own statistics only where _prepare sees whole views (exact search, as on every suite set), not chunks."""
+    import onmsc_dask.graph as graph
+    original = graph._prepare
+
+    def prepare(X, metric: str):
+        if metric != "euclidean":
+            return original(X, metric)
+        X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
+        std = X.std(axis=0)
+        return (X - X.mean(axis=0)) / np.where(std > 0, std, 1.0)
+    return prepare
+
+
 #: variants of the defaults: name -> (patches of package attributes, ONMSC keyword arguments)
 VARIANTS = {
     "defaults": ({}, {}),
@@ -221,6 +244,8 @@ VARIANTS = {
                              "spectral.NormalizedHighOrderAffinity": _regularized_affinity()}, {}),
     "average F": ({}, {"consensus_graph": "average"}),
     "keep unrelated": ({}, {"drop_unrelated_views": False}),
+    "sublinear term weights": ({"graph.metric_for": _sublinear_term_weights}, {}),
+    "standardized euclidean views": ({"graph._prepare": _standardized_euclidean()}, {}),
 }
 
 
@@ -264,7 +289,8 @@ def suite(variants: list[str], data_dir: Path, seeds: list[int], sets: list[str]
                 key = f"{variant}|{path.stem}|{seed}|{h}"
                 if key not in cache:
                     cache[key] = suite_fit(variant, path, seed)
-                    SUITE_CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
+                    stored = json.loads(SUITE_CACHE.read_text()) if SUITE_CACHE.exists() else {}  # parallel runs
+                    SUITE_CACHE.write_text(json.dumps({**stored, **cache}, indent=1, sort_keys=True) + "\n")
                 runs.append(cache[key])
             acc[variant][path.stem] = float(np.mean(runs))
             print(f"  {variant:16s} {path.stem:12s} {acc[variant][path.stem]:.3f}", flush=True)

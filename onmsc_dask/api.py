@@ -17,7 +17,7 @@ from .cluster import scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
-                    resolve_graph_inputs, smallest_cluster_neighbors, view_graphs)
+                    resolve_graph_inputs, smallest_cluster_neighbors, view_graphs, giant_cluster)
 from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
 from .selection import distortion, select_fusion
 from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed,
@@ -119,8 +119,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
     ----------
     n_clusters : number of clusters k.
     n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)`` and, on kNN graphs,
-        refits late fusion with half the smallest cluster found when that is smaller, keeping the tighter H*
-        (``n_neighbors_tried_``; early fusion uses the N this settles on; docs/defaults.md).
+        refits late fusion with half the smallest cluster found when that is smaller, keeping the tighter H*, and
+        first, when one cluster found holds more than half the samples (k >= 3), with N doubled, keeping that
+        refit if it has no such giant cluster (``n_neighbors_tried_``; early fusion uses the N this settles on;
+        docs/defaults.md).
     order : largest order O of the affinities A^o.
     lambda1, lambda2 : weights of the consensus term tr(H*^T F) and of the view-diversity term of Eq. 11.
         ``"auto"``: lambda1 = 1 (F weighs like one view) and lambda2 = width * O (width = n_components), the
@@ -273,7 +275,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             else:
                 self._fit_late(views, names, random_state, t0, report)
                 if self.n_neighbors is None and self.embedding_solver_ != "anchor":
-                    self._refit_for_small_clusters(views, names, random_state, report)
+                    self._refit_for_cluster_sizes(views, names, random_state, report)
                 if self._refines():
                     self._refine_labels(report)
                 self._finish_fit()
@@ -323,43 +325,62 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
             delattr(self, name)
 
-    def _refit_for_small_clusters(self, views, names: list[str] | None, random_state: int | None,
-                                  report: Callable[[str], None]) -> None:
-        """Default N: if the fit found clusters smaller than twice N, refit with N from the smallest one
-        (graph.smallest_cluster_neighbors) and keep the fit whose read-out (assign.readout: H*, or T when wider than
-        k) has the lower k-means distortion (selection.distortion, as in the "select" search); docs/defaults.md.
-        ``n_neighbors_tried_`` maps each N fitted to its distortion (empty when no refit was needed, None for a
-        refit that failed its input checks)."""
-        k, N0 = self.n_clusters, self.n_neighbors_
-        N1 = smallest_cluster_neighbors(self.labels_, k, N0)
-        if N1 == N0:
-            return
+    def _refit_for_cluster_sizes(self, views, names: list[str] | None, random_state: int | None,
+                                 report: Callable[[str], None]) -> None:
+        """Default N, from the cluster sizes the fit found (docs/defaults.md). A giant cluster (graph.giant_cluster):
+        refit with 2N, kept if it has none (a dominant class stays one cluster at 2N too). Then, unless that refit was
+        kept, clusters smaller than twice N: refit with N from the smallest one (graph.smallest_cluster_neighbors),
+        keeping the fit whose read-out (assign.readout: H*, or T when wider than k) has the lower k-means distortion
+        (selection.distortion, as in the "select" search). ``n_neighbors_tried_`` maps each N fitted to that
+        distortion (empty when no refit was needed, None for a refit that failed its input checks)."""
+        k, N0, n = self.n_clusters, self.n_neighbors_, len(self.labels_)
         t0, first_timings = time.perf_counter(), self.timings_
-        seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for both scores
+        seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for every score
 
-        def score(fit: ONMSC) -> float:
-            return distortion(readout(fit.embedding_, fit.fusion_target_, k), k, np.random.default_rng(seed))
+        def score(fit: ONMSC | None) -> float | None:
+            return None if fit is None else distortion(readout(fit.embedding_, fit.fusion_target_, k), k,
+                                                       np.random.default_rng(seed))
 
-        tried = {N0: score(self), N1: None}
-        report(f"a cluster smaller than 2N = {2 * N0} found: refitting with N = {N1} (docs/defaults.md)")
-        try:
-            with warnings.catch_warnings():  # the first fit has already warned about these views
-                warnings.simplefilter("ignore")
-                other = clone(self).set_params(n_neighbors=N1)
-                other._fit_late(views, names, random_state, time.perf_counter(),
-                                lambda line: report(f"  N = {N1}: {line}"))
-        except ValueError:  # e.g. a view graph in more than k pieces at N1: keep the first fit
-            other = None
-        if other is not None:
-            tried[N1] = score(other)
-            if tried[N1] < tried[N0]:
-                self.__dict__.update({name: value for name, value in vars(other).items() if name.endswith("_")})
-        report(f"kept N = {self.n_neighbors_}: k-means distortion "
-               + ", ".join(f"{d:.4f} at N = {N}" if d is not None else f"N = {N} failed its input checks"
-                           for N, d in tried.items()))
+        def refit(N: int) -> ONMSC | None:
+            try:
+                with warnings.catch_warnings():  # the first fit has already warned about these views
+                    warnings.simplefilter("ignore")
+                    other = clone(self).set_params(n_neighbors=N)
+                    other._fit_late(views, names, random_state, time.perf_counter(),
+                                    lambda line: report(f"  N = {N}: {line}"))
+                return other
+            except ValueError:  # e.g. a view graph in more than k pieces at N: keep the first fit
+                return None
+
+        first, kept, tried = self, self, {}
+        share = np.bincount(self.labels_).max() / n
+        if giant_cluster(self.labels_, k) and min(n - 1, 2 * N0) > N0:
+            N1 = min(n - 1, 2 * N0)
+            report(f"a cluster of {share:.0%} of the samples found: refitting with N = {N1} (docs/defaults.md)")
+            other = refit(N1)
+            tried = {N0: score(first), N1: score(other)}
+            if other is not None and not giant_cluster(other.labels_, k):
+                kept = other
+            report(f"kept N = {kept.n_neighbors_}: largest cluster {share:.0%} at N = {N0}, "
+                   + ("failed its input checks" if other is None else
+                      f"{np.bincount(other.labels_).max() / n:.0%}") + f" at N = {N1}")
+        N1 = smallest_cluster_neighbors(first.labels_, k, N0)
+        if kept is first and N1 != N0:
+            report(f"a cluster smaller than 2N = {2 * N0} found: refitting with N = {N1} (docs/defaults.md)")
+            other = refit(N1)
+            tried = {**tried, N0: tried.get(N0) or score(first), N1: score(other)}
+            if other is not None and tried[N1] < tried[N0]:
+                kept = other
+            report(f"kept N = {kept.n_neighbors_}: k-means distortion "
+                   + ", ".join(f"{d:.4f} at N = {N}" if d is not None else f"N = {N} failed its input checks"
+                               for N, d in tried.items() if N in (N0, N1)))
+        if not tried:
+            return
+        if kept is not first:
+            self.__dict__.update({name: value for name, value in vars(kept).items() if name.endswith("_")})
         self.n_neighbors_tried_ = tried
         self.timings_ = {**self.timings_, "first_fit_total": sum(first_timings.values()),
-                         "small_cluster_refit": time.perf_counter() - t0}
+                         "cluster_size_refit": time.perf_counter() - t0}
 
     def _refine_labels(self, report: Callable[[str], None]) -> None:
         """The k-means labels refined on the related views' graphs (assign.refine_labels)."""

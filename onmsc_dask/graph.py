@@ -21,6 +21,8 @@ BRUTE_FORCE_MAX_SAMPLES = 8192
 LANDMARK_INITS = ("random", "k-means++")
 #: a non-negative integer view with at least this fraction of zeros is treated as counts (bag of words)
 COUNTS_MIN_ZERO_FRACTION = 0.9
+#: a clustering into at least 3 clusters whose largest holds more than this share of the samples has a giant cluster
+GIANT_CLUSTER_SHARE = 0.5
 #: most neighbours each view ranks for the rank-consensus graph with exact search (its lists take n x L per view)
 MAX_RANKED_NEIGHBORS = 255
 #: ... and, in multiples of N, with pynndescent, whose search time grows with L (10,000 MNIST pixel rows: 0.4 s for
@@ -82,6 +84,13 @@ def smallest_cluster_neighbors(labels: np.ndarray, n_clusters: int, n_neighbors:
     smaller than twice n_neighbors (imbalanced classes), whose points would otherwise need neighbours outside."""
     smallest = np.bincount(labels, minlength=n_clusters).min()
     return int(min(n_neighbors, max(5, round(smallest / 2))))
+
+
+def giant_cluster(labels: np.ndarray, n_clusters: int) -> bool:
+    """Whether a clustering into k >= 3 clusters put more than GIANT_CLUSTER_SHARE of the samples in one: on a kNN
+    graph, the mark of small tight groups (near-duplicate rows) taking the top eigenvectors while the rest stays in
+    one piece. At k = 2 a cluster holds more than half the samples whenever the classes are unequal."""
+    return n_clusters >= 3 and np.bincount(labels).max() > GIANT_CLUSTER_SHARE * len(labels)
 
 
 def _prepare(X, metric: str):

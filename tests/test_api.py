@@ -1,4 +1,6 @@
 """End-to-end tests of the ONMSC estimator, on a real multi-process Dask cluster and without one."""
+import re
+
 import dask
 import dask.array as da
 import numpy as np
@@ -642,6 +644,52 @@ def test_default_neighbours_refit_for_small_clusters():
     assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(best)
 
 
+def _tight_groups() -> list[np.ndarray]:
+    """Two views of 4 classes, each made of 8 groups of 10 near-identical rows (news stories told several times): at
+    N = 15 a few groups take the top eigenvectors and the rest stays one cluster."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 4.0, (4, 30))
+    views = []
+    for _ in range(2):
+        groups = centres[:, None, :] + rng.normal(0, 1.5, (4, 8, 30))
+        views.append(np.repeat(groups.reshape(32, 30), 10, axis=0) + rng.normal(0, 0.05, (320, 30)))
+    return views
+
+
+def test_default_neighbours_refit_for_a_giant_cluster():
+    """A fit at the default N = 15 that puts more than half the samples in one of k >= 3 clusters is redone with
+    N = 30 and the refit is kept because it has no giant cluster, although its H* is less tight (the distortion
+    would keep the giant cluster)."""
+    from onmsc_dask.graph import giant_cluster
+
+    assert giant_cluster(np.repeat([0, 1, 2], [60, 20, 20]), 3)
+    assert not giant_cluster(np.repeat([0, 1, 2], [50, 30, 20]), 3)  # half is not more than half
+    assert not giant_cluster(np.repeat([0, 1], [80, 20]), 2)  # at k = 2 any unequal split has one
+    views = _tight_groups()
+    assert giant_cluster(ONMSC(4, n_neighbors=15, random_state=0).fit(views).labels_, 4)
+    lines = []
+    est = ONMSC(4, random_state=0).fit(views, progress=lines.append)
+    assert est.n_neighbors_ == 30 and set(est.n_neighbors_tried_) == {15, 30}
+    assert not giant_cluster(est.labels_, 4)
+    assert est.n_neighbors_tried_[30] > est.n_neighbors_tried_[15]
+    decision = [line for line in lines if line.startswith(("a cluster", "kept"))]
+    assert decision[0] == "a cluster of 54% of the samples found: refitting with N = 30 (docs/defaults.md)"
+    assert re.fullmatch(r"kept N = 30: largest cluster 54% at N = 15, [1-4]\d% at N = 30", decision[1])
+
+
+def test_giant_cluster_refit_keeps_a_dominant_class():
+    """A class of 200 samples next to two of 24 is a giant cluster too; at N = 30 it stays one, so that refit is not
+    kept and the small-cluster refit decides, between N = 15 and N = 12, by the distortion as without the rule."""
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], [200, 24, 24])
+    centres = rng.standard_normal((3, 10)) * 2.5
+    views = [centres[y] + rng.standard_normal((len(y), 10)), centres[y][:, ::-1] + rng.standard_normal((len(y), 10))]
+    est = ONMSC(3, random_state=0).fit(views)
+    assert set(est.n_neighbors_tried_) == {15, 30, 12}
+    assert est.n_neighbors_ == min((15, 12), key=est.n_neighbors_tried_.get)
+    assert np.bincount(est.labels_).max() == 200
+
+
 def test_default_neighbours_refit_reads_the_views_once_and_never_fails_the_fit():
     """The refit reuses the views read once (dask arrays computed once, an iterator consumed once), and a refit
     that fails its input checks (here: at N = 5 the tight groups fall apart into more pieces than k) keeps the
@@ -664,7 +712,7 @@ def test_default_neighbours_refit_reads_the_views_once_and_never_fails_the_fit()
         calls.clear()
         with dask.config.set(scheduler="synchronous"):  # the loads run in this process, where they are counted
             fitted = ONMSC(3, fusion=fusion, random_state=0).fit(views)
-        assert len(fitted.n_neighbors_tried_) == 2 and len(calls) == 2  # one load per view
+        assert len(fitted.n_neighbors_tried_) == 3 and len(calls) == 2  # two refits (giant, small), one load per view
 
 
 def test_default_landmarks_follow_n():
