@@ -127,6 +127,7 @@ def _count_nndescent_calls(threshold: int) -> None:
 
     from onmsc_dask import graph
 
+    counted_threshold = graph.BRUTE_FORCE_MAX_SAMPLES
     graph.BRUTE_FORCE_MAX_SAMPLES = threshold
     original = getattr(pynndescent.NNDescent, "__wrapped__", pynndescent.NNDescent)
 
@@ -134,7 +135,7 @@ def _count_nndescent_calls(threshold: int) -> None:
         counted.compiled_before.append((data.shape, len(pynndescent.pynndescent_.nn_descent_internal.signatures)))
         return original(data, *args, **kwargs)
 
-    counted.compiled_before, counted.__wrapped__ = [], original
+    counted.compiled_before, counted.__wrapped__, counted.threshold = [], original, counted_threshold
     pynndescent.NNDescent = counted
 
 
@@ -144,7 +145,7 @@ def _restore_nndescent() -> list[tuple]:
 
     from onmsc_dask import graph
 
-    graph.BRUTE_FORCE_MAX_SAMPLES = 8192
+    graph.BRUTE_FORCE_MAX_SAMPLES = pynndescent.NNDescent.threshold
     seen = pynndescent.NNDescent.compiled_before
     pynndescent.NNDescent = pynndescent.NNDescent.__wrapped__
     return seen

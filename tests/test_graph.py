@@ -131,6 +131,30 @@ def test_pynndescent_path_recall(monkeypatch):
     assert np.isfinite(knn_affinity(ind_d, dist_d).data).all()
 
 
+def test_exact_search_up_to_the_threshold_pynndescent_above(monkeypatch):
+    """Up to BRUTE_FORCE_MAX_SAMPLES (lowered here) the search is exact, NNDescent never built, also for the long
+    ranked list of the consensus graph; one sample more and pynndescent builds the graph, with the ranked list cut
+    to APPROXIMATE_RANKED_NEIGHBORS x N."""
+    import pynndescent
+
+    built, real = [], pynndescent.NNDescent
+    monkeypatch.setattr(pynndescent, "NNDescent",
+                        lambda data, **kwargs: built.append(data.shape) or real(data, **kwargs))
+    monkeypatch.setattr(graph, "BRUTE_FORCE_MAX_SAMPLES", 300)
+    X, _ = _blobs(n=301, d=8, k=2, seed=5, shift=3.0)
+    L = ranked_neighbors_count(300, 2, 10)
+    assert L == 149  # n / k - 1: the exact search's list
+    for metric in ("euclidean", "cosine"):
+        ind, dist = nearest_neighbors(X[:300], L, metric, random_state=0)
+        ref_ind, ref_dist = _dense_knn(X[:300], L, metric)
+        np.testing.assert_array_equal(ind, ref_ind)
+        np.testing.assert_allclose(dist, ref_dist, rtol=1e-7, atol=1e-10)
+    assert built == []
+    assert ranked_neighbors_count(301, 2, 10) == graph.APPROXIMATE_RANKED_NEIGHBORS * 10
+    ind, _ = nearest_neighbors(X, 20, "euclidean", random_state=0)
+    assert built == [(301, 8)] and ind.shape == (301, 20)
+
+
 # --------------------------------------------------------------------------- Eq. 1
 
 
