@@ -394,7 +394,8 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     report = json.loads((out / "report.json").read_text())
     assert report["resolved"]["left_out_views"] == [0] and report["view_weights"]["few"] == 0
     assert set(report["single_view_scores"]) == {"a", "b"}
-    alone = {name: single_view_scores(ONMSC(3, random_state=0).fit([view, view]).view_embeddings_[:1], y, 3, [name])
+    alone = {name: single_view_scores(ONMSC(3, keep_intermediate=True, random_state=0).fit([view, view])
+                                      .view_embeddings_[:1], y, 3, [name])
              for name, view in zip("ab", views)}  # each view's own first-order embedding scored alone
     assert alone["a"]["a"]["acc"] > alone["b"]["b"]["acc"] + 0.1
     for name in "ab":  # the same up to the views' seeds (fit_seeds by position)
