@@ -11,7 +11,6 @@ from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
 from onmsc_dask import api
 from onmsc_dask.api import ONMSC
@@ -24,12 +23,7 @@ from onmsc_dask.metrics import accuracy
 ACC_BAR = 0.78
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
-    slows down ~50x), so run every test single-threaded."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 
 def _digit_views(X):

@@ -12,7 +12,6 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import ortho_group
 from sklearn.datasets import load_digits
-from threadpoolctl import threadpool_limits
 
 from onmsc_dask.fusion import (alignment_matrix, combine, converged, eigenvalue_scaled, late_fusion, objective, polar,
                                related_threshold, related_views, shared_structure, simplex_qp)
@@ -20,12 +19,7 @@ from onmsc_dask.graph import view_affinity
 from onmsc_dask.spectral import average_graph_embedding, embed_graph
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
-    slows down ~50x), so run every test single-threaded."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 
 def _orthonormal(rng, n, k):

@@ -7,7 +7,6 @@ Eq. 2 (degrees D = A 1), and the high-order affinity A^(o) = A^(o-1) A with G = 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
 from onmsc_dask import graph
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, build_graph,
@@ -16,12 +15,7 @@ from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, buil
                               view_affinity)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
-    slows down ~50x), so run every test single-threaded."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 
 def _blobs(n=120, d=5, k=3, seed=0, shift=0.0):

@@ -1,17 +1,11 @@
 """Clustering metrics (onmsc_dask.metrics) on hand-computed cases."""
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_limits
 
 from onmsc_dask.metrics import accuracy, evaluate, purity
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
-    slows down ~50x), so run every test single-threaded."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 
 def test_perfect_clustering_with_renamed_clusters():

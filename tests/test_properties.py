@@ -5,7 +5,6 @@ import pytest
 import scipy.io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from threadpoolctl import threadpool_limits
 
 from onmsc_dask.fusion import polar, simplex_qp
 from onmsc_dask.io import load_mat, read_idx
@@ -16,10 +15,7 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 seeds = st.integers(0, 2**32 - 1)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded():
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 
 # ------------------------------------------------------------------ metrics

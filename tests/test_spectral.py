@@ -9,7 +9,6 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
                               select_landmarks, view_affinity)
@@ -18,12 +17,7 @@ from onmsc_dask.spectral import (anchor_embedding, anchor_factor, average_graph_
                                  orthogonalize, randomized_eigh, resolve_solver, top_eigenvectors)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """The test machine has 2 shared cores: OpenMP/BLAS thread pools oversubscribe it badly (k-means alone
-    slows down ~50x), so run every test single-threaded."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_blas")
 
 K = 4
 
