@@ -219,15 +219,18 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     _check_data(args)
     store_path = args.out / "views.zarr"
     url = _url(args)
+    given = args.data[0] if url is None and args.data is not None and len(args.data) == 1 and is_store(args.data[0]) \
+        else None
     if args.storage_options is not None and url is None:
         raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
+    if args.view_names is not None and (url or given) is not None:
+        raise ValueError(f"--view-names is not used with a store: {url or given} keeps its own view names")
     if url is not None:  # an object store is read where it is, by the workers; the run's stages go into it
         source = MultiViewStore(url, args.storage_options)
         k = _n_clusters(args, source.labels, source.n_samples, url)
         _check_parameters(args, source.n_samples, k)
         log(f"using {url} where it is (the run's stages are written into it)")
         return source, url, k, None
-    given = args.data[0] if args.data is not None and len(args.data) == 1 and is_store(args.data[0]) else None
     itself = given is not None and given.resolve() == store_path.resolve()
     fingerprint = None if itself else _input_files(args)
     previous = None if itself else _previous_store(store_path, fingerprint)

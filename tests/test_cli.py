@@ -478,6 +478,11 @@ def test_view_names_must_match_the_views(tmp_path, capsys):
                  "--view-names", "one"]) == 2
     assert "--view-names gives 1 names for the 2 views of" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+    MultiViewStore.create(tmp_path / "blobs.zarr", views, y)  # a store keeps its own names
+    assert main(["run", "--data", str(tmp_path / "blobs.zarr"), "--out", str(tmp_path / "out"),
+                 "--view-names", "one", "two"]) == 2
+    assert "--view-names is not used with a store" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_path, scheduler, capsys, monkeypatch):
