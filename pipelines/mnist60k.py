@@ -47,7 +47,7 @@ from onmsc_dask.validation import check_n_components
 DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
 SWEEP = (10, 50, 100, 500, 1000, 2000, 6000)
 VIEW_NAMES = ("pixels", "hog", "dct")
-WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler
+WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler (memory: with --processes)
 
 
 def pixels(images: np.ndarray) -> np.ndarray:
@@ -138,15 +138,21 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -
 
 
 def make_client(args: argparse.Namespace):
-    """A Client on `--scheduler`, or on a new LocalCluster of `--workers` single-threaded workers."""
+    """A Client on `--scheduler`, or on a new LocalCluster of `--workers` single-threaded workers: threads of this
+    process (they share its imports and memory, so nothing is pickled between them; the tasks are NumPy/BLAS
+    calls that release the GIL), or with `--processes` worker processes of `--memory-limit` each."""
     from distributed import Client, LocalCluster
 
     if args.scheduler:
-        if args.workers is not None or args.memory_limit is not None:
-            print("--workers and --memory-limit are not used: the scheduler has its own workers", flush=True)
+        if args.workers is not None or args.memory_limit is not None or args.processes:
+            print("--workers, --processes and --memory-limit are not used: the scheduler has its own workers",
+                  flush=True)
         return connect(args.scheduler)
-    cluster = LocalCluster(n_workers=args.workers or WORKERS, threads_per_worker=1,
-                           memory_limit=args.memory_limit or MEMORY_LIMIT,
+    if args.memory_limit is not None and not args.processes:
+        print("--memory-limit is not used without --processes: thread workers share this process's memory",
+              flush=True)
+    cluster = LocalCluster(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,
+                           memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0,
                            dashboard_address=":0")
     return Client(cluster)
 
@@ -214,7 +220,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--chunk-rows", type=positive_int, default=10000, help="rows per Zarr chunk (default: 10000)")
     parser.add_argument("--scheduler", help="address of a running dask scheduler (default: a LocalCluster)")
     parser.add_argument("--workers", type=positive_int, help=f"LocalCluster workers (default: {WORKERS})")
-    parser.add_argument("--memory-limit", help=f"LocalCluster memory per worker (default: {MEMORY_LIMIT})")
+    parser.add_argument("--processes", action="store_true",
+                        help="LocalCluster workers as processes (default: threads of this process, which start "
+                             "faster and pickle nothing)")
+    parser.add_argument("--memory-limit", help=f"memory per worker process, with --processes (default: {MEMORY_LIMIT})")
     parser.add_argument("--n-clusters", type=positive_int, help="k (default: the number of distinct labels)")
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
