@@ -221,3 +221,20 @@ def test_hog_equals_the_per_pixel_formula(mnist60k):
         np.testing.assert_allclose(out, reference(images, cell), atol=1e-6)
     with pytest.raises(TypeError, match="uint8"):
         mnist60k.hog(rng.random((2, 28, 28)))
+
+
+def test_local_cluster_workers_are_threads_unless_processes_are_asked_for(mnist60k, capsys):
+    import argparse
+    import os
+
+    def args(**kw) -> argparse.Namespace:
+        return argparse.Namespace(**{"scheduler": None, "workers": 2, "memory_limit": None, "processes": False,
+                                     **kw})
+
+    with mnist60k.make_client(args(memory_limit="1GiB")) as client, client.cluster:
+        assert set(client.run(os.getpid).values()) == {os.getpid()} and len(client.scheduler_info()["workers"]) == 2
+    assert "--memory-limit is not used without --processes" in capsys.readouterr().out
+    with mnist60k.make_client(args(workers=1, processes=True, memory_limit="1GiB")) as client, client.cluster:
+        (pid,) = client.run(os.getpid).values()
+        (worker,) = client.scheduler_info()["workers"].values()
+        assert pid != os.getpid() and worker["memory_limit"] == 2**30
