@@ -2,6 +2,7 @@
 so a new (worker) process loads them instead of compiling them (bench/RESULTS.md, "numba compile")."""
 from __future__ import annotations
 
+import asyncio
 import copyreg
 import importlib
 import sys
@@ -106,12 +107,14 @@ def warm_pynndescent() -> float:
 
 
 class NumbaWarmup(WorkerPlugin):
-    """Runs :func:`warm_pynndescent` when a worker starts, so no view or chunk task pays the compilation."""
+    """Runs :func:`warm_pynndescent` when a worker starts, so no view or chunk task pays the compilation. It runs in
+    a thread: the worker's event loop keeps answering the scheduler's heartbeats, which a first compile on a busy
+    machine would otherwise outlast (the scheduler then drops the worker)."""
 
     name = "onmsc-numba-warmup"
 
-    def setup(self, worker: Any = None) -> None:
-        warm_pynndescent()
+    async def setup(self, worker: Any = None) -> None:
+        await asyncio.to_thread(warm_pynndescent)
 
 
 def warm_up(client: Any) -> dict[str, float]:
