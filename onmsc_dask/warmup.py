@@ -20,13 +20,15 @@ from numba.np.ufunc.parallel import _iget_num_threads, _launch_threads
 
 from .validation import user_warning
 
-#: seconds the warm-up of 2 workers takes on a 2-core machine: the first time on the machine (compiling), and later
-#: (loading numba's cache); bench/RESULTS.md, "numba compile"
-COMPILE_SECONDS, CACHED_SECONDS = 210, 55
+#: seconds the warm-up of 2 workers takes on an idle 2-core machine: the first time on the machine (compiling), and
+#: later (loading numba's cache). bench/RESULTS.md, "numba compile": 115 s and 7.5 s of CPU in one process; the CLI's
+#: step took 281 s and 7.5 s at load 7-10
+COMPILE_SECONDS, CACHED_SECONDS = 120, 5
 _cached = False
 
 
 def _module_attribute(module: str, qualname: str) -> Any:
+    """The object `qualname` names in `module`."""
     obj: Any = importlib.import_module(module)
     for name in qualname.split("."):
         obj = getattr(obj, name)
@@ -34,6 +36,7 @@ def _module_attribute(module: str, qualname: str) -> Any:
 
 
 def _dispatcher_type(module: str, qualname: str) -> types.Dispatcher:
+    """The numba type of the jitted function `qualname` of `module` (unpickles :func:`_reduce_dispatcher_type`)."""
     return types.Dispatcher(_module_attribute(module, qualname))
 
 
@@ -95,7 +98,8 @@ def cache_pynndescent() -> None:
 
 
 def warm_pynndescent() -> float:
-    """Compile the NNDescent graph construction graph.nearest_neighbors uses, in this process; returns the seconds
+    """Compile (or load from numba's cache) the NNDescent graph construction graph.nearest_neighbors uses, in this
+    process; returns the seconds
     it took (about 0.01 once compiled)."""
     from pynndescent import NNDescent
 
