@@ -99,8 +99,7 @@ def cache_pynndescent() -> None:
 
 def warm_pynndescent() -> float:
     """Compile (or load from numba's cache) the NNDescent graph construction graph.nearest_neighbors uses, in this
-    process; returns the seconds
-    it took (about 0.01 once compiled)."""
+    process; returns the seconds it took (about 0.01 once compiled)."""
     from pynndescent import NNDescent
 
     cache_pynndescent()
