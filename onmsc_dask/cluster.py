@@ -11,7 +11,8 @@ REPLICAS = 2
 def scattered(value: Any, broadcast: bool = False) -> Any:
     """`value` scattered to the workers of the running distributed client (to every worker with `broadcast`, else
     to REPLICAS of them), as a Future that tasks take as an argument; `value` itself when no distributed client is
-    the active scheduler (the local schedulers share memory and serialise no graph)."""
+    the active scheduler (the local schedulers share memory and serialise no graph). A list is scattered as a list
+    of Futures, one per item."""
     from dask.base import get_scheduler
 
     try:
@@ -24,5 +25,5 @@ def scattered(value: Any, broadcast: bool = False) -> Any:
         return value
     future = client.scatter(value, broadcast=broadcast, hash=False)  # a fresh key: no release of an equal earlier one
     if not broadcast:
-        client.replicate([future], n=REPLICAS)
+        client.replicate(future if isinstance(future, list) else [future], n=REPLICAS)
     return future
