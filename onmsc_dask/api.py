@@ -15,17 +15,19 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, readout, refine_labels
-from .cluster import scattered
+from .cluster import persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
-from .graph import (build_graph, check_components, default_n_neighbors, n_components, rank_consensus_affinity,
-                    ranked_neighbors_count, resolve_graph_inputs, smallest_cluster_neighbors, view_graphs,
-                    giant_cluster)
-from .fusion import LateFusionResult, full_weights, related_views, views_used, warn_unrelated
+from .graph import (build_graph, default_n_neighbors, metric_from_values, n_components, rank_consensus_affinity,
+                    ranked_neighbors_count, resolve_graph_inputs, smallest_cluster_neighbors, usable_graphs, value_summary,
+                    view_graphs, giant_cluster)
+from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
 from .selection import distortion, fuse
-from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_clusters, check_n_components,
-                         check_n_neighbors, check_same_rows, check_seed, check_tol, check_view_names, fit_seeds,
-                         informative_views, metric_list, user_warning, view_label, view_list)
+from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
+                         check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
+                         check_tol, check_view, check_view_names, fit_seeds, informative_views, keep_informative,
+                         metric_list, n_distinct, row_ids, user_warning, view_label, view_list, warn_zero_rows,
+                         zero_rows)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -95,6 +97,71 @@ def _check_lazy(views: list, names: list[str] | None) -> None:
         if 0 in X.shape:
             raise ValueError(f"{label}: is empty (shape {X.shape})")
     check_same_rows([X.shape[0] for X in views], names)
+
+
+@dataclass
+class _GraphInputs:
+    """A late fit's checked views for the kNN graphs: the tasks' inputs (views scattered, or Futures of views loaded
+    on the workers), the views in memory (None when loaded on the workers), n, k, N and one metric per view."""
+
+    sent: list
+    views: list | None
+    n: int
+    k: int
+    n_neighbors: int
+    metrics: list[str]
+
+
+def _load_view(source, p: int, names: list[str] | None):
+    """View p checked (validation.check_view) by the task that loads it: a store's view read there (``source`` the
+    store's location) or a dask array computed there; a constant view gives its message."""
+    from .location import Location
+    from .store import MultiViewStore
+
+    X = MultiViewStore(source).read_view(p) if isinstance(source, (str, Location)) else source
+    try:
+        return check_view(X, p, names)
+    except ConstantViewError as exc:
+        return str(exc)
+
+
+def _view_facts(X) -> dict | str:
+    """What the client needs of a view loaded on a worker: rows, features, value summary, all-zero rows and row
+    ids (a constant view: its message)."""
+    if isinstance(X, str):
+        return X
+    zr = zero_rows(X)
+    return {"n": X.shape[0], "d": X.shape[1], "summary": value_summary(X), "zero_rows": (int(zr.size), zr[:5].tolist()),
+            "row_ids": row_ids(X)}
+
+
+def _load_on_workers(inputs, names: list[str] | None, n_clusters: int) -> tuple[list, list, list[int]]:
+    """The views of a store, or dask arrays, each read and checked by one task and kept on the workers
+    (cluster.persisted), what the client needs of each (_view_facts), and the positions of the informative ones
+    (validation.keep_informative)."""
+    store = hasattr(inputs, "read_view")
+    if not store:
+        _check_lazy(inputs, names)
+    sources = [inputs.location] * inputs.n_views if store else inputs
+    loaded = persisted([dask.delayed(_load_view, pure=True)(X, p, names) for p, X in enumerate(sources)])
+    facts = dask.compute(*[dask.delayed(_view_facts, pure=True)(X) for X in loaded])
+    n = check_same_rows([inputs.n_samples if store else X.shape[0] for X in sources], names)
+    distinct = [f if isinstance(f, str) else int(f["row_ids"].max()) + 1 for f in facts]
+    return loaded, list(facts), keep_informative(distinct, check_n_clusters(n_clusters, n), names)
+
+
+def _facts_inputs(loaded: list, facts: list[dict], n_clusters: int, n_neighbors: int | None, metric,
+                  names: list[str] | None) -> _GraphInputs:
+    """graph.resolve_graph_inputs for views loaded on the workers, from their facts (_view_facts)."""
+    n = facts[0]["n"]
+    k = check_n_clusters(n_clusters, n)
+    check_n_distinct(n_distinct([f["row_ids"] for f in facts], k), k)
+    N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
+    metrics = [metric_from_values(m, *f["summary"], f["d"], view_label(p, names))
+               for p, (f, m) in enumerate(zip(facts, metric_list(metric, len(facts))))]
+    for p, (f, m) in enumerate(zip(facts, metrics)):
+        warn_zero_rows(*f["zero_rows"], m, view_label(p, names))
+    return _GraphInputs(loaded, None, n, k, N, metrics)
 
 
 def _n_features(views) -> np.ndarray:
@@ -350,6 +417,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
+        loaded = None  # views loaded on the workers (_load_on_workers)
         try:
             inputs, names = _inputs(views, view_names, storage_options)
             anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
@@ -362,20 +430,33 @@ class ONMSC(ClusterMixin, BaseEstimator):
                     _check_lazy(inputs, names)
                 n_views = inputs.n_views if hasattr(inputs, "read_view") else len(inputs)
                 kept = list(range(n_views))
+            elif self.fusion == "late" and (hasattr(inputs, "read_view") or any(_lazy(X) for X in inputs)):
+                loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
+                n_views = len(loaded)
             else:
                 data = _in_memory(inputs)
-                n_views, (views, kept) = len(data), informative_views(data, self.n_clusters, names)
-                if len(kept) < n_views:  # the kept views, named by their input positions
-                    names = [names[p] if names is not None else f"input view {p}" for p in kept]
+                n_views, (views, kept) = len(data), informative_views(data, self.n_clusters, names, float32=anchor)
+            if len(kept) < n_views:  # the kept views, named by their input positions
+                names = [names[p] if names is not None else f"input view {p}" for p in kept]
+            if self.fusion == "late" and not anchor:
+                if loaded is not None:
+                    graph_inputs = _facts_inputs([loaded[p] for p in kept], [facts[p] for p in kept],
+                                                 self.n_clusters, self.n_neighbors, self.metric, names)
+                else:
+                    views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, self.metric,
+                                                                names)
+                    # each view goes to the workers once, by scatter when a distributed client runs
+                    graph_inputs = _GraphInputs([scattered(X) for X in views], views, views[0].shape[0], k, N,
+                                                metrics)
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
             elif anchor:
                 self._fit_anchor(views, names, random_state, t0, report, storage_options)
                 self._finish_fit()
             else:
-                self._fit_late(views, names, random_state, t0, report)
+                self._fit_late(graph_inputs, names, random_state, t0, report)
                 if self.n_neighbors is None:
-                    self._refit_for_cluster_sizes(views, names, random_state, report)
+                    self._refit_for_cluster_sizes(graph_inputs, names, random_state, report)
                 if self._refines():
                     self._refine_labels(report)
                 self._finish_fit()
@@ -492,7 +573,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
             delattr(self, name)
 
-    def _refit_for_cluster_sizes(self, views, names: list[str] | None, random_state: int | None,
+    def _refit_for_cluster_sizes(self, inputs: _GraphInputs, names: list[str] | None, random_state: int | None,
                                  report: Callable[[str], None]) -> None:
         """Default N, from the cluster sizes the fit found (docs/defaults.md). A giant cluster (graph.giant_cluster):
         refit with 2N, kept if it has none (a dominant class stays one cluster at 2N too). Then, unless that refit was
@@ -513,7 +594,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 with warnings.catch_warnings():  # the first fit has already warned about these views
                     warnings.simplefilter("ignore")
                     other = clone(self).set_params(n_neighbors=N)
-                    other._fit_late(views, names, random_state, time.perf_counter(),
+                    other._fit_late(replace(inputs, n_neighbors=check_n_neighbors(N, n)), names, random_state,
+                                    time.perf_counter(),
                                     lambda line: report(f"  N = {N}: {line}"))
                 return other
             except ValueError:  # e.g. a view graph in more than k pieces at N: keep the first fit
@@ -560,46 +642,38 @@ class ONMSC(ClusterMixin, BaseEstimator):
         report(f"label refinement: {int(np.sum(self.labels_ != kmeans_labels))} samples moved in {len(trace) - 1} "
                f"steps, normalized association {trace[0]:.4f} -> {trace[-1]:.4f}")
 
-    def _fit_late(self, views, names: list[str] | None, random_state: int | None, t0: float,
+    def _fit_late(self, inputs: _GraphInputs, names: list[str] | None, random_state: int | None, t0: float,
                   report: Callable[[str], None]) -> None:
-        """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters."""
+        """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters on kNN graphs."""
         self.n_neighbors_tried_ = {}
-        views, k, n_neighbors, self.metric_ = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors,
-                                                                   self.metric, names)
-        n = views[0].shape[0]
+        views, n, k, n_neighbors, self.metric_ = inputs.views, inputs.n, inputs.k, inputs.n_neighbors, inputs.metrics
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
         width = check_n_components(self.n_components, k, n)
         n_landmarks = check_landmarks(self.n_landmarks, None, k, n, width) if solver == "nystrom" else 0
         self.n_landmarks_ = n_landmarks or None
         if solver == "exact":  # its n x n operators, each order
-            warn_eigensolver_cost(n, width, len(views) * self.order + 1)
+            warn_eigensolver_cost(n, width, len(inputs.sent) * self.order + 1)
         self.consensus_graph_ = self._consensus_graph(solver)
         n_ranked = ranked_neighbors_count(n, k, n_neighbors) if self.consensus_graph_ == "rank" else 0
-        seeds = fit_seeds(random_state, len(views))
+        seeds = fit_seeds(random_state, len(inputs.sent))
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks, n_ranked=n_ranked)
         m_extension = extension_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n, width)
-        # each view goes to the workers once, by scatter when a distributed client runs, never inside the graph
-        tasks = [dask.delayed(_embed_view, pure=True)(scattered(X), solver, width, self.order,
-                                                      {**graph_params, "metric": m},
+        tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
                                                       s, view_label(p, names), m_extension)
-                 for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
+                 for p, (X, m, s) in enumerate(zip(inputs.sent, self.metric_, seeds))]
         t1 = time.perf_counter()
-        report(f"graphs and embeddings: {len(views)} view{'s' * (len(views) > 1)} as Dask tasks ({solver} solver, "
+        report(f"graphs and embeddings: {len(tasks)} view{'s' * (len(tasks) > 1)} as Dask tasks ({solver} solver, "
                + f"N = {n_neighbors}, "
                + f"orders 1..{self.order}, width {width})")
         results = dask.compute(*tasks)
-        # views whose graph falls apart are left out while one view remains usable
-        leave_out = any(n_components(graph) <= width for graph, *_ in results)
-        usable = np.flatnonzero([check_components(graph, view_label(p, names), k, width=width,
-                                                  view=views[p], leave_out=leave_out)
-                                 for p, (graph, *_) in enumerate(results)])
+        usable = usable_graphs([r[0] for r in results], [view_label(p, names) for p in range(len(results))], k, width,
+                               views=views)
         H, self.view_eigenvalues_ = np.stack([r[2] for r in results]), np.stack([r[3] for r in results])
-        related, shares = related_views(views_used(H, usable), drop=self.drop_unrelated_views)
-        warn_unrelated(related, shares, n, width, [view_label(p, names) for p in usable], labelled=True)
-        self.related_views_ = np.zeros(len(views), bool)
-        self.related_views_[usable[related]] = True
+        self.related_views_, shares = related_among(H, usable, drop=self.drop_unrelated_views)
+        warn_unrelated(self.related_views_[usable], shares, n, width, [view_label(p, names) for p in usable],
+                       labelled=True)
         used = np.flatnonzero(self.related_views_)
         F, self.consensus_graph_ = self._consensus_embedding([results[p][:2] for p in used], solver, width,
                                                              graph_params, seeds[-2])

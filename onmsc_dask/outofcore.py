@@ -33,9 +33,9 @@ from dask.delayed import Delayed
 
 from .assign import assign_labels, readout, refine_labels
 from .cluster import scattered
-from .fusion import full_weights, related_views, views_used, warn_unrelated
-from .graph import (LANDMARK_INITS, anchor_affinity, check_components, landmark_centres, landmark_rows,
-                    metric_from_values, n_components, value_summary)
+from .fusion import full_weights, related_among, warn_unrelated
+from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_from_values,
+                    usable_graphs, value_summary)
 from .rows import RowChunks, read_rows
 from .selection import fuse
 from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -335,9 +335,7 @@ def _embeddings(run: _Run, Zs: dict[str, Any], usable: np.ndarray) -> dict[str, 
     *pairs, (F, _) = _embed(run, Zc + [_average([Zc[p] for p in usable])], widths + [sum(widths[p] for p in usable)],
                             seeds[:v] + [seeds[-2]])
     H, lam = (np.stack(a) for a in zip(*[anchor_order_embeddings(h, vals, ep["order"]) for h, vals in pairs]))
-    related_usable, shares = related_views(views_used(H, usable), drop=ep["drop_unrelated_views"])
-    related = np.zeros(v, bool)
-    related[usable[related_usable]] = True
+    related, shares = related_among(H, usable, drop=ep["drop_unrelated_views"])
     used = np.flatnonzero(related)
     if len(used) < len(usable):  # F of the related views only
         F = _embed(run, [_average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0][0]
@@ -422,10 +420,8 @@ def run_chain(rows: RowChunks, results: MultiViewStore | InMemory, n_clusters: i
     for p, (n_zero, examples) in enumerate(lm["metrics"].get("zero_rows", [(0, [])] * v)):  # also when resumed
         warn_zero_rows(n_zero, examples, metrics[p], view_label(p, rows.view_names))
     Zs = run.stage("anchor_graph", [f"Z{p}" for p in range(v)], lambda: _anchor_graphs(run, metrics))
-    # views whose graph falls apart are left out while one view remains usable
-    leave_out = any(n_components(Zs[f"Z{p}"], True) <= width for p in range(v))
-    usable = np.flatnonzero([check_components(Zs[f"Z{p}"], view_label(p, rows.view_names), k, anchor=True,
-                                              width=width, leave_out=leave_out) for p in range(v)])
+    usable = usable_graphs([Zs[f"Z{p}"] for p in range(v)], [view_label(p, rows.view_names) for p in range(v)], k,
+                           width, anchor=True)
     emb = run.stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"],
                     lambda: _embeddings(run, Zs, usable))
     related = np.asarray(emb["related"], bool)
