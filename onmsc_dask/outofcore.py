@@ -446,7 +446,8 @@ def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, cli
     if not isinstance(store, (MultiViewStore, str, os.PathLike)):
         raise TypeError(f"fit_store reads a MultiViewStore or the path of one, got {type(store).__name__}; write "
                         "views with MultiViewStore.create(path, views), or fit them in memory with ONMSC")
-    with dask.config.set(scheduler=client.get) if client is not None else nullcontext():
+    # the client as the current one, not in dask.config, which a nanny pickles for the workers it restarts
+    with client.as_current() if client is not None else nullcontext():
         model = ONMSC(n_clusters, embedding="anchor", anchor_method=method, cache=store, keep_intermediate=True,
                       **params).fit(store, progress=progress)
     return OutOfCoreResult.of(model)
