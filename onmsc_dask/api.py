@@ -85,20 +85,6 @@ def _n_rows(views) -> int:
     return int(first.shape[0]) if hasattr(first, "shape") and len(first.shape) else len(first)
 
 
-def _check_lazy(views: list, names: list[str] | None) -> None:
-    """Dask arrays as validation.check_view checks views from their metadata (their values are checked chunk by
-    chunk on the workers): each 2-D, real numbers, not empty, all with the same number of rows."""
-    for p, X in enumerate(views):
-        label = view_label(p, names)
-        if X.ndim != 2:
-            raise ValueError(f"{label}: expected a 2-D array (samples x features), got {X.ndim}-D")
-        if X.dtype.kind not in "biuf":
-            raise ValueError(f"{label}: has dtype {X.dtype}, expected a real numeric matrix")
-        if 0 in X.shape:
-            raise ValueError(f"{label}: is empty (shape {X.shape})")
-    check_same_rows([X.shape[0] for X in views], names)
-
-
 @dataclass
 class _GraphInputs:
     """A late fit's checked views for the kNN graphs: the tasks' inputs (views scattered, or Futures of views loaded
@@ -139,9 +125,11 @@ def _load_on_workers(inputs, names: list[str] | None, n_clusters: int) -> tuple[
     """The views of a store, or dask arrays, each read and checked by one task and kept on the workers
     (cluster.persisted), what the client needs of each (_view_facts), and the positions of the informative ones
     (validation.keep_informative)."""
+    from .store import check_view_shapes
+
     store = hasattr(inputs, "read_view")
     if not store:
-        _check_lazy(inputs, names)
+        check_view_shapes(inputs, names)
     sources = [inputs.location] * inputs.n_views if store else inputs
     loaded = persisted([dask.delayed(_load_view, pure=True)(X, p, names) for p, X in enumerate(sources)])
     facts = dask.compute(*[dask.delayed(_view_facts, pure=True)(X) for X in loaded])
@@ -424,13 +412,16 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if self.cache is not None and not anchor:
                 raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
                                  f"embedding='anchor' (or 'auto' above {EXACT_MAX_SAMPLES} samples)")
-            if anchor and (hasattr(inputs, "read_view") or any(_lazy(X) for X in inputs)):
-                views = inputs  # read chunk by chunk by the chain's tasks, checked there
-                if not hasattr(inputs, "read_view"):
-                    _check_lazy(inputs, names)
-                n_views = inputs.n_views if hasattr(inputs, "read_view") else len(inputs)
+            stored = hasattr(inputs, "read_view")
+            lazy = stored or any(_lazy(X) for X in inputs)
+            if anchor and lazy:  # read chunk by chunk by the chain's tasks, their values checked there
+                from .store import check_view_shapes
+
+                if not stored:
+                    check_view_shapes(inputs, names)
+                views, n_views = inputs, inputs.n_views if stored else len(inputs)
                 kept = list(range(n_views))
-            elif self.fusion == "late" and (hasattr(inputs, "read_view") or any(_lazy(X) for X in inputs)):
+            elif self.fusion == "late" and lazy:
                 loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
                 n_views = len(loaded)
             else:
