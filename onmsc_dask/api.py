@@ -1,4 +1,4 @@
-"""The ONMSC estimator (scikit-learn API): views -> graphs -> H_p^(o) -> late fusion -> labels."""
+"""The ONMSC estimator (scikit-learn API): views -> graphs -> H_p^(o) -> late fusion -> labels (docs/pipeline.md)."""
 from __future__ import annotations
 
 import os
