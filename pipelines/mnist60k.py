@@ -19,6 +19,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
@@ -48,7 +49,7 @@ from onmsc_dask.validation import check_n_components
 DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
 SWEEP = (10, 50, 100, 500, 1000, 2000, 6000)
 VIEW_NAMES = ("pixels", "hog", "dct")
-WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler
+WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler (memory: with --processes)
 
 
 def pixels(images: np.ndarray) -> np.ndarray:
@@ -57,23 +58,50 @@ def pixels(images: np.ndarray) -> np.ndarray:
 
 
 def hog(images: np.ndarray, cell: int = 7, bins: int = 9) -> np.ndarray:
-    """HOG descriptors of (n, h, w) images: unsigned orientation histograms weighted by gradient magnitude
-    per cell x cell block of pixels, each 2 x 2 group of cells L2-normalised."""
-    img = images.astype(np.float32) / 255.0
-    gy, gx = np.gradient(img, axis=(1, 2))
-    magnitude = np.hypot(gx, gy)
-    angle = np.mod(np.arctan2(gy, gx), np.pi)
-    b = np.minimum((angle / np.pi * bins).astype(np.int64), bins - 1)
-    n, h, w = img.shape
+    """HOG descriptors of (n, h, w) uint8 images: unsigned orientation histograms weighted by gradient magnitude
+    per cell x cell block of pixels, each 2 x 2 group of cells L2-normalised. The gradient (np.gradient's of the
+    intensities in [0, 1]) is twice an integer pixel difference over 510, so its magnitude and orientation bin are
+    looked up (``gradient_table``) instead of computed per pixel."""
+    if images.dtype != np.uint8:
+        raise TypeError(f"hog: expected uint8 images, got {images.dtype}")
+    magnitudes, orientations = gradient_table(bins)
+    key = (doubled_gradient(images, 1).astype(np.intp) + 510) * 1021 + doubled_gradient(images, 2) + 510
+    n, h, w = images.shape
     ch, cw = h // cell, w // cell
-    hist = np.zeros((n, ch, cw, bins), np.float32)
-    rows = (np.arange(h) // cell)[None, :, None].clip(max=ch - 1)
-    cols = (np.arange(w) // cell)[None, None, :].clip(max=cw - 1)
-    np.add.at(hist, (np.arange(n)[:, None, None], rows, cols, b), magnitude)
+    cells = ((np.arange(h) // cell).clip(max=ch - 1)[:, None] * cw + (np.arange(w) // cell).clip(max=cw - 1)) * bins
+    index = np.arange(n)[:, None, None] * (ch * cw * bins) + cells + orientations[key]
+    hist = np.bincount(index.ravel(), weights=magnitudes[key].ravel(), minlength=n * ch * cw * bins)
+    hist = hist.reshape(n, ch, cw, bins).astype(np.float32)
     blocks = np.stack([hist[:, i:i + 2, j:j + 2].reshape(n, -1) for i in range(ch - 1) for j in range(cw - 1)],
                       axis=1)
     blocks /= np.sqrt((blocks**2).sum(axis=2, keepdims=True) + 1e-6)
     return blocks.reshape(n, -1)
+
+
+def doubled_gradient(images: np.ndarray, axis: int) -> np.ndarray:
+    """2 x np.gradient of integer images along `axis`, exactly, as int16: central differences inside, twice the
+    one-sided difference at the edges."""
+    I = images.astype(np.int16)
+    g = np.empty_like(I)
+
+    def part(start: int | None, stop: int | None) -> tuple[slice, ...]:
+        return tuple(slice(start, stop) if ax == axis else slice(None) for ax in range(I.ndim))
+
+    g[part(1, -1)] = I[part(2, None)] - I[part(None, -2)]
+    g[part(0, 1)] = 2 * (I[part(1, 2)] - I[part(0, 1)])
+    g[part(-1, None)] = 2 * (I[part(-1, None)] - I[part(-2, -1)])
+    return g
+
+
+@functools.lru_cache(maxsize=4)
+def gradient_table(bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Magnitude (float32) and unsigned orientation bin of every gradient (gx, gy) = (a, b) / 510 of uint8 images,
+    a and b in -510..510, flattened by (b + 510) * 1021 + a + 510."""
+    d = np.arange(-510, 511, dtype=np.float32) / np.float32(510)
+    gx, gy = d[None, :], d[:, None]
+    angle = np.mod(np.arctan2(gy, gx), np.pi)
+    orientation = np.minimum((angle / np.pi * bins).astype(np.intp), bins - 1)
+    return np.hypot(gx, gy).ravel(), orientation.ravel()
 
 
 def dct(images: np.ndarray, size: int = 12) -> np.ndarray:
@@ -147,15 +175,21 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace) -> list[dict]:
 
 
 def make_client(args: argparse.Namespace):
-    """A Client on `--scheduler`, or on a new LocalCluster of `--workers` single-threaded workers."""
+    """A Client on `--scheduler`, or on a new LocalCluster of `--workers` single-threaded workers: threads of this
+    process (they share its imports and memory, so nothing is pickled between them; the tasks are NumPy/BLAS
+    calls that release the GIL), or with `--processes` worker processes of `--memory-limit` each."""
     from distributed import Client, LocalCluster
 
     if args.scheduler:
-        if args.workers is not None or args.memory_limit is not None:
-            print("--workers and --memory-limit are not used: the scheduler has its own workers", flush=True)
+        if args.workers is not None or args.memory_limit is not None or args.processes:
+            print("--workers, --processes and --memory-limit are not used: the scheduler has its own workers",
+                  flush=True)
         return connect(args.scheduler)
-    cluster = LocalCluster(n_workers=args.workers or WORKERS, threads_per_worker=1,
-                           memory_limit=args.memory_limit or MEMORY_LIMIT,
+    if args.memory_limit is not None and not args.processes:
+        print("--memory-limit is not used without --processes: thread workers share this process's memory",
+              flush=True)
+    cluster = LocalCluster(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,
+                           memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0,
                            dashboard_address=":0")
     return Client(cluster)
 
@@ -223,7 +257,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--chunk-rows", type=positive_int, default=10000, help="rows per Zarr chunk (default: 10000)")
     parser.add_argument("--scheduler", help="address of a running dask scheduler (default: a LocalCluster)")
     parser.add_argument("--workers", type=positive_int, help=f"LocalCluster workers (default: {WORKERS})")
-    parser.add_argument("--memory-limit", help=f"LocalCluster memory per worker (default: {MEMORY_LIMIT})")
+    parser.add_argument("--processes", action="store_true",
+                        help="LocalCluster workers as processes (default: threads of this process, which start "
+                             "faster and pickle nothing)")
+    parser.add_argument("--memory-limit", help=f"memory per worker process, with --processes (default: {MEMORY_LIMIT})")
     parser.add_argument("--n-clusters", type=positive_int, help="k (default: the number of distinct labels)")
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")

@@ -134,3 +134,28 @@ def test_rules_patches_are_undone():
     with rules._patched({"graph.default_n_neighbors": rules._capped_neighbors(50)}):
         assert graph.default_n_neighbors(1200, 6) == 50 and original(1200, 6) == 15
     assert graph.default_n_neighbors is original
+
+
+def test_profile_cold_counts_the_cpu_of_started_processes():
+    """bench/profile_cold.py's CPU seconds include a child process's (LocalCluster worker processes are children),
+    and its phases are the intervals between consecutive marks."""
+    import subprocess
+    import time
+
+    from profile_cold import Marks, cpu_seconds
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 0.5: pass\nprint('done', flush=True)\ntime.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        marks = Marks()
+        marks("start")
+        assert child.stdout.readline().strip() == "done"  # the child has burnt 0.5 CPU-s, this process almost none
+        marks("child done")
+        seen: dict[int, float] = {}
+        assert cpu_seconds(marks.proc, seen) >= 0.45 and child.pid in seen
+    finally:
+        child.kill()
+        child.wait()
+    (phase,) = marks.phases()
+    assert phase["phase"] == "start" and 0.4 <= phase["cpu"] <= phase["wall"] + 0.1

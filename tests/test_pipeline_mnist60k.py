@@ -194,3 +194,47 @@ def test_old_flag_names_are_accepted_with_a_note(mnist60k, scheduler, tmp_path, 
     labels = np.load(out / "labels.npy")
     np.testing.assert_array_equal(np.loadtxt(out / "labels.csv", delimiter=",", skiprows=1, dtype=int)[:, 1], labels)
     assert len(MultiViewStore(out / "views.zarr").read_result("labels", "refinement_objective")) == 0
+
+
+def test_hog_equals_the_per_pixel_formula(mnist60k):
+    """The table-driven HOG gives the descriptor computed per pixel from np.gradient, arctan2 and np.add.at, on
+    images of a size the cells do not tile (the last cell row and column take the rest) and on binary images
+    (every gradient on a bin edge: horizontal, vertical or diagonal)."""
+    def reference(images: np.ndarray, cell: int, bins: int = 9) -> np.ndarray:
+        img = images.astype(np.float32) / 255.0
+        gy, gx = np.gradient(img, axis=(1, 2))
+        b = np.minimum((np.mod(np.arctan2(gy, gx), np.pi) / np.pi * bins).astype(np.int64), bins - 1)
+        n, h, w = img.shape
+        ch, cw = h // cell, w // cell
+        hist = np.zeros((n, ch, cw, bins))
+        np.add.at(hist, (np.arange(n)[:, None, None], (np.arange(h) // cell).clip(max=ch - 1)[None, :, None],
+                         (np.arange(w) // cell).clip(max=cw - 1)[None, None, :], b), np.hypot(gx, gy))
+        blocks = np.stack([hist[:, i:i + 2, j:j + 2].reshape(n, -1) for i in range(ch - 1) for j in range(cw - 1)],
+                          axis=1)
+        return (blocks / np.sqrt((blocks**2).sum(axis=2, keepdims=True) + 1e-6)).reshape(n, -1)
+
+    rng = np.random.default_rng(0)
+    for images, cell in ((rng.integers(0, 256, (40, 30, 25)).astype(np.uint8), 6),
+                         (255 * (rng.random((40, 28, 28)) > 0.5).astype(np.uint8), 7)):
+        out = mnist60k.hog(images, cell)
+        assert out.dtype == np.float32 and out.shape == (40, (images.shape[1] // cell - 1) * (images.shape[2] // cell - 1) * 36)
+        np.testing.assert_allclose(out, reference(images, cell), atol=1e-6)
+    with pytest.raises(TypeError, match="uint8"):
+        mnist60k.hog(rng.random((2, 28, 28)))
+
+
+def test_local_cluster_workers_are_threads_unless_processes_are_asked_for(mnist60k, capsys):
+    import argparse
+    import os
+
+    def args(**kw) -> argparse.Namespace:
+        return argparse.Namespace(**{"scheduler": None, "workers": 2, "memory_limit": None, "processes": False,
+                                     **kw})
+
+    with mnist60k.make_client(args(memory_limit="1GiB")) as client, client.cluster:
+        assert set(client.run(os.getpid).values()) == {os.getpid()} and len(client.scheduler_info()["workers"]) == 2
+    assert "--memory-limit is not used without --processes" in capsys.readouterr().out
+    with mnist60k.make_client(args(workers=1, processes=True, memory_limit="1GiB")) as client, client.cluster:
+        (pid,) = client.run(os.getpid).values()
+        (worker,) = client.scheduler_info()["workers"].values()
+        assert pid != os.getpid() and worker["memory_limit"] == 2**30
