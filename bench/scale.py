@@ -104,23 +104,24 @@ def deformed_chunk(images: np.ndarray, start: int, stop: int) -> np.ndarray:
     return out
 
 
-def million_store(images: np.ndarray, y: np.ndarray, path: Path, chunk_rows: int = 10000) -> MultiViewStore:
-    """1M-sample three-view store, each view generated and written chunk by chunk (never whole); reused when
-    `path` already holds the store generated from the same images."""
-    meta = {"generator": "deformed_chunk", "n": MILLION, "chunk_rows": chunk_rows,
+def million_store(images: np.ndarray, y: np.ndarray, path: Path, chunk_rows: int = 10000,
+                  n: int = MILLION) -> MultiViewStore:
+    """n-sample (default 1M) three-view store, each view generated and written chunk by chunk (never whole); reused
+    when `path` already holds the store generated from the same images."""
+    meta = {"generator": "deformed_chunk", "n": n, "chunk_rows": chunk_rows,
             "source_sha1": hashlib.sha1(images.tobytes()).hexdigest()}
     try:
         if MultiViewStore(path).metadata == meta:
             return MultiViewStore(path)
     except ValueError:  # no store there yet (or a damaged one): generate it
         pass
-    starts = range(0, MILLION, chunk_rows)
+    starts = range(0, n, chunk_rows)
     source = dask.delayed(images, pure=True)  # one key for the 60k source images, not a copy per chunk task
-    raw = da.concatenate([da.from_delayed(dask.delayed(deformed_chunk)(source, s, min(s + chunk_rows, MILLION)),
-                                          (min(chunk_rows, MILLION - s), 28, 28), np.uint8) for s in starts])
+    raw = da.concatenate([da.from_delayed(dask.delayed(deformed_chunk)(source, s, min(s + chunk_rows, n)),
+                                          (min(chunk_rows, n - s), 28, 28), np.uint8) for s in starts])
     views = [raw.map_blocks(f, drop_axis=2, chunks=(raw.chunks[0], (f(images[:1]).shape[1],)), dtype=np.float32)
              for f in (mnist60k.pixels, mnist60k.hog, mnist60k.dct)]
-    return MultiViewStore.create(path, views, y[np.arange(MILLION) % len(y)], view_names=list(mnist60k.VIEW_NAMES),
+    return MultiViewStore.create(path, views, y[np.arange(n) % len(y)], view_names=list(mnist60k.VIEW_NAMES),
                                  chunk_rows=chunk_rows, metadata=meta, overwrite=True)
 
 

@@ -1,4 +1,4 @@
-"""The ONMSC estimator (scikit-learn API): views -> graphs -> H_p^(o) -> late fusion -> labels."""
+"""The ONMSC estimator (scikit-learn API): views -> graphs -> H_p^(o) -> late fusion -> labels (docs/pipeline.md)."""
 from __future__ import annotations
 
 import os
@@ -6,6 +6,8 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import dask
 import numpy as np
@@ -13,59 +15,183 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, readout, refine_labels
-from .cluster import scattered
+from .cluster import persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
-from .graph import (build_graph, check_components, n_components, rank_consensus_affinity, ranked_neighbors_count,
-                    resolve_graph_inputs, smallest_cluster_neighbors, view_graphs, giant_cluster)
-from .fusion import full_weights, fuse_views, related_views, views_used, warn_unrelated
-from .selection import distortion, select_fusion
-from .validation import (check_bool, check_int, check_lambda, check_landmarks, check_n_components, check_seed,
-                         check_tol, check_view_names, fit_seeds, informative_views, user_warning, view_label,
-                         view_list)
-from .spectral import (average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
+from .graph import (build_graph, default_n_neighbors, metric_from_values, n_components, rank_consensus_affinity,
+                    ranked_neighbors_count, resolve_graph_inputs, smallest_cluster_neighbors, usable_graphs, value_summary,
+                    view_graphs, giant_cluster)
+from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
+from .selection import distortion, fuse
+from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
+                         check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
+                         check_tol, check_view, check_view_names, fit_seeds, informative_views, keep_informative,
+                         metric_list, n_distinct, row_ids, user_warning, view_label, view_list, warn_zero_rows,
+                         zero_rows)
+from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str,
                 extension_landmarks: int | None):
-    """Graph, ranked neighbours (for the rank-consensus graph, else None), H_p^(o) and their eigenvalues,
-    o = 1..order, of one view (one Dask task); and the landmarks and anchor matrix Z predict extends it by (the
-    anchor graph's own; for a kNN graph ``extension_landmarks`` new ones, or None when there are too few samples)."""
+    """kNN graph, ranked neighbours (for the rank-consensus graph, else None), H_p^(o) and their eigenvalues,
+    o = 1..order, of one view (one Dask task); and the ``extension_landmarks`` landmarks and anchor matrix Z predict
+    extends it by (None when there are too few samples)."""
     graph, extra = build_graph(X, solver, random_state=seed, **graph_params)
     H, vals = embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed,
                           label=label)
-    if solver == "anchor":
-        return graph, None, H, vals, extra, graph
     landmarks, Z = ((None, None) if extension_landmarks is None else
                     landmark_graph(X, extension_landmarks, graph_params["n_nearest_landmarks"], graph_params["metric"],
                                    seed))
     return graph, extra, H, vals, landmarks, Z
 
 
-def _as_views(views, view_names: Sequence[str] | None,
-              storage_options: dict | None = None) -> tuple[list, list[str] | None]:
-    """The views as a list, read once (a MultiViewStore or its path or URL is read, dask arrays are computed, an
-    iterator is consumed), so the refits of the default N reuse them; and their names (``view_names``, else a
-    store's)."""
+def _inputs(views, view_names: Sequence[str] | None, storage_options: dict | None = None) -> tuple[Any, list[str] | None]:
+    """The views as given, not read: a MultiViewStore (also from a path or URL), or a list of views (an iterator is
+    consumed; array-likes become numpy, dask arrays stay lazy); and their names (``view_names``, else a store's)."""
     from .location import Location
     from .store import MultiViewStore
 
     if isinstance(views, (str, os.PathLike, Location)):
         views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
-        data, names = [views.read_view(p) for p in range(views.n_views)], views.view_names
+        data, names = views, views.view_names
     else:
-        data = [X.compute() if hasattr(X, "compute") and not sp.issparse(X) else
-                np.asarray(X) if hasattr(X, "__array__") and not sp.issparse(X) and not isinstance(X, np.ndarray)
-                else X for X in view_list(views)]
+        data = [X if _lazy(X) or sp.issparse(X) or isinstance(X, np.ndarray) or not hasattr(X, "__array__")
+                else np.asarray(X) for X in view_list(views)]
         names = None
-    return data, names if view_names is None else check_view_names(view_names, len(data))
+    n_views = data.n_views if isinstance(data, MultiViewStore) else len(data)
+    return data, names if view_names is None else check_view_names(view_names, n_views)
 
 
-def _n_features(views: list) -> np.ndarray:
+def _lazy(X) -> bool:
+    """Whether X is a dask array (read chunk by chunk)."""
+    return hasattr(X, "compute") and not sp.issparse(X)
+
+
+def _in_memory(views) -> list:
+    """The views in the client's memory: a store read whole, dask arrays computed (the exact and Nystrom solvers
+    and early fusion need whole views)."""
+    if hasattr(views, "read_view"):
+        return [views.read_view(p) for p in range(views.n_views)]
+    return [X.compute() if _lazy(X) else X for X in views]
+
+
+def _n_rows(views) -> int:
+    """The samples of the first view (0 when it has none or no shape; validation names the problem)."""
+    if hasattr(views, "n_samples"):
+        return views.n_samples
+    first = views[0] if len(views) else []
+    return int(first.shape[0]) if hasattr(first, "shape") and len(first.shape) else len(first)
+
+
+@dataclass
+class _GraphInputs:
+    """A late fit's checked views for the kNN graphs: the tasks' inputs (views scattered, or Futures of views loaded
+    on the workers), the views in memory (None when loaded on the workers), n, k, N and one metric per view."""
+
+    sent: list
+    views: list | None
+    n: int
+    k: int
+    n_neighbors: int
+    metrics: list[str]
+
+
+def _load_view(source, p: int, names: list[str] | None):
+    """View p checked (validation.check_view) by the task that loads it: a store's view read there (``source`` the
+    store's location) or a dask array computed there; a constant view gives its message."""
+    from .location import Location
+    from .store import MultiViewStore
+
+    X = MultiViewStore(source).read_view(p) if isinstance(source, (str, Location)) else source
+    try:
+        return check_view(X, p, names)
+    except ConstantViewError as exc:
+        return str(exc)
+
+
+def _view_facts(X) -> dict | str:
+    """What the client needs of a view loaded on a worker: rows, features, value summary, all-zero rows and row
+    ids (a constant view: its message)."""
+    if isinstance(X, str):
+        return X
+    zr = zero_rows(X)
+    return {"n": X.shape[0], "d": X.shape[1], "summary": value_summary(X), "zero_rows": (int(zr.size), zr[:5].tolist()),
+            "row_ids": row_ids(X)}
+
+
+def _load_on_workers(inputs, names: list[str] | None, n_clusters: int) -> tuple[list, list, list[int]]:
+    """The views of a store, or dask arrays, each read and checked by one task and kept on the workers
+    (cluster.persisted), what the client needs of each (_view_facts), and the positions of the informative ones
+    (validation.keep_informative)."""
+    from .store import check_view_shapes
+
+    store = hasattr(inputs, "read_view")
+    if not store:
+        check_view_shapes(inputs, names)
+    sources = [inputs.location] * inputs.n_views if store else inputs
+    loaded = persisted([dask.delayed(_load_view, pure=True)(X, p, names) for p, X in enumerate(sources)])
+    facts = dask.compute(*[dask.delayed(_view_facts, pure=True)(X) for X in loaded])
+    n = check_same_rows([inputs.n_samples if store else X.shape[0] for X in sources], names)
+    distinct = [f if isinstance(f, str) else int(f["row_ids"].max()) + 1 for f in facts]
+    return loaded, list(facts), keep_informative(distinct, check_n_clusters(n_clusters, n), names)
+
+
+def _facts_inputs(loaded: list, facts: list[dict], n_clusters: int, n_neighbors: int | None, metric,
+                  names: list[str] | None) -> _GraphInputs:
+    """graph.resolve_graph_inputs for views loaded on the workers, from their facts (_view_facts)."""
+    n = facts[0]["n"]
+    k = check_n_clusters(n_clusters, n)
+    check_n_distinct(n_distinct([f["row_ids"] for f in facts], k), k)
+    N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
+    metrics = [metric_from_values(m, *f["summary"], f["d"], view_label(p, names))
+               for p, (f, m) in enumerate(zip(facts, metric_list(metric, len(facts))))]
+    for p, (f, m) in enumerate(zip(facts, metrics)):
+        warn_zero_rows(*f["zero_rows"], m, view_label(p, names))
+    return _GraphInputs(loaded, None, n, k, N, metrics)
+
+
+def _n_features(views) -> np.ndarray:
     """The number of features of each (valid) view."""
+    if hasattr(views, "view_shape"):
+        return np.array([views.view_shape(p)[1] for p in range(views.n_views)])
     return np.array([X.shape[1] if hasattr(X, "shape") else np.shape(X)[1] for X in views])
+
+
+def _same_location(store, cache, storage_options: dict | None) -> bool:
+    """Whether the MultiViewStore ``store`` is the store at ``cache`` (a store, path or URL)."""
+    from .location import Location, location
+
+    where = cache.location if hasattr(cache, "location") else location(cache, storage_options)
+    where = where if isinstance(where, Location) else str(Path(where).resolve())
+    return store.location == where
+
+
+def cache_store(cache, views, names: list[str] | None, storage_options: dict | None = None):
+    """The MultiViewStore ``cache`` (a store, path or URL) holding ``views``: the input store itself when it is the
+    cache; else the cache when it was made from the same input (metadata "input": dask.base.tokenize of the views,
+    or of a store's location), else the views written (a store's copied) to it first, replacing it."""
+    from dask.base import tokenize
+
+    from .store import MultiViewStore
+
+    if hasattr(views, "read_view") and _same_location(views, cache, storage_options):
+        return views
+    token = tokenize(str(views.location)) if hasattr(views, "read_view") else tokenize(*views)
+    try:
+        existing = cache if isinstance(cache, MultiViewStore) else MultiViewStore(cache, storage_options)
+        if existing.metadata.get("input") == token:
+            return existing
+    except ValueError:  # no store there yet
+        pass
+    where = cache.path if isinstance(cache, MultiViewStore) else cache
+    if hasattr(views, "read_view"):
+        store = views.copy(where, stages=False, overwrite=True)
+        store.update_metadata(input=token)
+        return store
+    return MultiViewStore.create(where, views, view_names=names, metadata={"input": token}, overwrite=True,
+                                 storage_options=storage_options)
 
 
 @dataclass
@@ -162,6 +288,14 @@ class ONMSC(ClusterMixin, BaseEstimator):
     keep_intermediate : keep late fusion's per-sample inputs after the fit: the view graphs (``view_graphs_``, n x n
         for kNN), ``view_embeddings_`` (v x O x n x width) and ``average_embedding_`` (F). predict does not need
         them, and they are most of the model's size (docs/predict.md measures a pickle with and without them).
+    cache : anchor solver: a MultiViewStore, or its path or fsspec URL, that holds the views and the results of
+        the anchor chain's stages (outofcore.STAGES), so that a refit resumes after the last stage whose parameters
+        are unchanged. The input store itself when ``fit`` is given that store; otherwise the views are written
+        (a store copied) to it first, unless it was made from the same input (docs/pipeline.md). None: the stage
+        results stay in memory and nothing is written.
+    landmark_init, landmark_sample : anchor solver: the landmarks' k-means initialisation (graph.LANDMARK_INITS)
+        and the rows sampled per view for them (graph.select_landmarks).
+    anchor_method : ``"gram"`` or ``"tsqr"``, the anchor solver's eigensolver (outofcore.py).
     random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
         every fit (each stage, the kNN search on all cores), as in scikit-learn.
 
@@ -196,7 +330,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
     n_features_in_ : the number of features of each view.
     extension_ : what predict and transform use (extend.Extension: per view landmarks and m x width maps); None for
         early fusion, or a kNN fit with too few samples for its landmarks.
-    timings_ : seconds per step.
+    timings_ : seconds per step (anchor solver: per stage of the chain).
+    computed_stages_, stage_parameters_ : anchor solver: the stages computed by this fit (the others were read
+        from ``cache``) and the parameters of the chain's stages.
     """
 
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None, order: int = 2,
@@ -206,7 +342,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
                  consensus_graph: str = "auto", refine: bool | str = "auto", keep_intermediate: bool = False,
-                 random_state: int | None = None):
+                 cache: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
+                 anchor_method: str = "gram", random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors
         self.order = order
@@ -227,6 +364,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.consensus_graph = consensus_graph
         self.refine = refine
         self.keep_intermediate = keep_intermediate
+        self.cache = cache
+        self.landmark_init = landmark_init
+        self.landmark_sample = landmark_sample
+        self.anchor_method = anchor_method
         self.random_state = random_state
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None,
@@ -264,18 +405,49 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
+        loaded = None  # views loaded on the workers (_load_on_workers)
         try:
-            views, names = _as_views(views, view_names, storage_options)
-            inputs = views
-            n_views, (views, kept) = len(views), informative_views(views, self.n_clusters, names)
+            inputs, names = _inputs(views, view_names, storage_options)
+            anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
+            if self.cache is not None and not anchor:
+                raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
+                                 f"embedding='anchor' (or 'auto' above {EXACT_MAX_SAMPLES} samples)")
+            stored = hasattr(inputs, "read_view")
+            lazy = stored or any(_lazy(X) for X in inputs)
+            if anchor and lazy:  # read chunk by chunk by the chain's tasks, their values checked there
+                from .store import check_view_shapes
+
+                if not stored:
+                    check_view_shapes(inputs, names)
+                views, n_views = inputs, inputs.n_views if stored else len(inputs)
+                kept = list(range(n_views))
+            elif self.fusion == "late" and lazy:
+                loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
+                n_views = len(loaded)
+            else:
+                data = _in_memory(inputs)
+                n_views, (views, kept) = len(data), informative_views(data, self.n_clusters, names, float32=anchor)
             if len(kept) < n_views:  # the kept views, named by their input positions
                 names = [names[p] if names is not None else f"input view {p}" for p in kept]
+            if self.fusion == "late" and not anchor:
+                if loaded is not None:
+                    graph_inputs = _facts_inputs([loaded[p] for p in kept], [facts[p] for p in kept],
+                                                 self.n_clusters, self.n_neighbors, self.metric, names)
+                else:
+                    views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, self.metric,
+                                                                names)
+                    # each view goes to the workers once, by scatter when a distributed client runs
+                    graph_inputs = _GraphInputs([scattered(X) for X in views], views, views[0].shape[0], k, N,
+                                                metrics)
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
+            elif anchor:
+                self._fit_anchor(views, names, random_state, t0, report, storage_options)
+                self._finish_fit()
             else:
-                self._fit_late(views, names, random_state, t0, report)
-                if self.n_neighbors is None and self.embedding_solver_ != "anchor":
-                    self._refit_for_cluster_sizes(views, names, random_state, report)
+                self._fit_late(graph_inputs, names, random_state, t0, report)
+                if self.n_neighbors is None:
+                    self._refit_for_cluster_sizes(graph_inputs, names, random_state, report)
                 if self._refines():
                     self._refine_labels(report)
                 self._finish_fit()
@@ -285,6 +457,73 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
         return self
+
+    def _fit_anchor(self, views, names: list[str] | None, random_state: int | None, t0: float,
+                    report: Callable[[str], None], storage_options: dict | None) -> None:
+        """ONMSC-LF on anchor graphs: the chain of outofcore.py over the views' row chunks (rows.py), its stages
+        resumed from and written to ``cache`` when given."""
+        from .outofcore import InMemory, run_chain, stage_parameters
+        from .rows import array_rows, store_rows
+
+        source = views if self.cache is None else cache_store(self.cache, views, names, storage_options)
+        rows = store_rows(source) if hasattr(source, "read_view") else array_rows(source)
+        rows.view_names = names
+        n, v = rows.n_samples, rows.n_views
+        k = check_n_clusters(self.n_clusters, n)
+        self.n_neighbors_tried_ = {}
+        self.n_neighbors_ = check_n_neighbors(default_n_neighbors(n, k) if self.n_neighbors is None
+                                              else self.n_neighbors, n)
+        self.embedding_solver_, self.consensus_graph_ = "anchor", self._consensus_graph("anchor")
+        width = check_n_components(self.n_components, k, n)
+        self.n_landmarks_ = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n, width)
+        warn_eigensolver_cost(self.n_landmarks_, width, v + 1)  # the m x m Grams
+        lambda1, lambda2 = self._lambdas(width)
+        params = stage_parameters(k, width=width, n_landmarks=self.n_landmarks_,
+                                  n_nearest_landmarks=self.n_nearest_landmarks, order=self.order,
+                                  metric=metric_list(self.metric, v), lambda1=lambda1, lambda2=lambda2, tol=self.tol,
+                                  max_iter=self.max_iter, eigenvalue_scaling=self.eigenvalue_scaling,
+                                  drop_unrelated_views=self.drop_unrelated_views, n_init=self.n_init,
+                                  refine=bool(self._refines()), random_state=random_state,
+                                  landmark_init=self.landmark_init, landmark_sample=self.landmark_sample,
+                                  method=self.anchor_method)
+        r = run_chain(rows, source if self.cache is not None else InMemory(), k, params, progress=report)
+        emb, fus, lab = r.embeddings, r.fusion, r.labels
+        self.metric_, self.related_views_ = r.metrics, np.asarray(emb["related"], bool)
+        self.view_embeddings_, self.view_eigenvalues_, self.average_embedding_ = emb["H"], emb["eigenvalues"], emb["F"]
+        self.view_graphs_ = r.graphs
+        self._set_fusion(fus["settings"])
+        self.embedding_, self.fusion_target_, self.view_weights_ = fus["embedding"], fus["target"], fus["view_weights"]
+        self.objective_, self.converged_ = np.asarray(fus["objective"]), bool(fus["converged"])
+        self.labels_, self.inertia_ = np.asarray(lab["labels"]), float(lab["inertia"])
+        self.refinement_objective_ = np.asarray(lab["refinement_objective"])
+        used = np.flatnonzero(self.related_views_)
+        fused = LateFusionResult(self.embedding_, self.fusion_target_, self.view_weights_[used], fus["rotations"])
+        self._extension_inputs_ = {"graphs": [(L, Z, m, self.n_nearest_landmarks)
+                                              for L, Z, m in zip(r.landmarks, r.graphs, r.metrics)],
+                                   "scales": self._fusion_scales(), "fused": fused, "used": used}
+        self.timings_, self.computed_stages_, self.stage_parameters_ = r.timings, r.computed, params["labels"]
+
+    def _lambdas(self, width: int) -> tuple[float | str, float | str]:
+        """lambda1 and lambda2 as selection.fuse takes them: numbers (``"auto"``: 1 and width * O), ``"select"``,
+        and for lambda2 ``"auto"`` (width * o per order o) when lambda1 is searched."""
+        l1 = self._fixed_lambda("lambda1", self.lambda1, 1.0)
+        l2 = self._fixed_lambda("lambda2", self.lambda2, width * self.order)
+        select = None in (l1, l2)
+        return ("select" if l1 is None else l1,
+                "select" if l2 is None else "auto" if select and self.lambda2 == "auto" else l2)
+
+    def _set_fusion(self, settings: dict) -> None:
+        """The resolved order and lambdas of selection.fuse's ``settings`` (and ``selection_`` when searched)."""
+        self.order_, self.lambda1_, self.lambda2_ = settings["order"], settings["lambda1"], settings["lambda2"]
+        self.n_iter_ = settings["n_iter"]
+        if settings["selection"] is not None:
+            self.selection_ = settings["selection"]
+
+    def _fusion_scales(self) -> np.ndarray:
+        """The factors each H_p^(o) was fused with: its eigenvalues^1/2 (``eigenvalue_scaling``; the "select" search
+        fuses the bare eigenvectors), else ones."""
+        scaled = self.eigenvalue_scaling and "select" not in (self.lambda1, self.lambda2)
+        return np.sqrt(np.clip(self.view_eigenvalues_, 0, None)) if scaled else np.ones_like(self.view_eigenvalues_)
 
     def _refines(self) -> bool:
         """Whether the labels are refined: ``refine``, or by default on anchor graphs only (docs/defaults.md)."""
@@ -325,7 +564,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
             delattr(self, name)
 
-    def _refit_for_cluster_sizes(self, views, names: list[str] | None, random_state: int | None,
+    def _refit_for_cluster_sizes(self, inputs: _GraphInputs, names: list[str] | None, random_state: int | None,
                                  report: Callable[[str], None]) -> None:
         """Default N, from the cluster sizes the fit found (docs/defaults.md). A giant cluster (graph.giant_cluster):
         refit with 2N, kept if it has none (a dominant class stays one cluster at 2N too). Then, unless that refit was
@@ -346,7 +585,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 with warnings.catch_warnings():  # the first fit has already warned about these views
                     warnings.simplefilter("ignore")
                     other = clone(self).set_params(n_neighbors=N)
-                    other._fit_late(views, names, random_state, time.perf_counter(),
+                    other._fit_late(replace(inputs, n_neighbors=check_n_neighbors(N, n)), names, random_state,
+                                    time.perf_counter(),
                                     lambda line: report(f"  N = {N}: {line}"))
                 return other
             except ValueError:  # e.g. a view graph in more than k pieces at N: keep the first fit
@@ -393,69 +633,47 @@ class ONMSC(ClusterMixin, BaseEstimator):
         report(f"label refinement: {int(np.sum(self.labels_ != kmeans_labels))} samples moved in {len(trace) - 1} "
                f"steps, normalized association {trace[0]:.4f} -> {trace[-1]:.4f}")
 
-    def _fit_late(self, views, names: list[str] | None, random_state: int | None, t0: float,
+    def _fit_late(self, inputs: _GraphInputs, names: list[str] | None, random_state: int | None, t0: float,
                   report: Callable[[str], None]) -> None:
-        """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters."""
+        """ONMSC-LF (Eq. 11, Algorithm 1) with the estimator's parameters on kNN graphs."""
         self.n_neighbors_tried_ = {}
-        views, k, n_neighbors, self.metric_ = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors,
-                                                                   self.metric, names)
-        n = views[0].shape[0]
+        views, n, k, n_neighbors, self.metric_ = inputs.views, inputs.n, inputs.k, inputs.n_neighbors, inputs.metrics
         solver = resolve_solver(self.embedding, n)
         self.n_neighbors_, self.embedding_solver_ = n_neighbors, solver
-        n_nearest = self.n_nearest_landmarks if solver == "anchor" else None
         width = check_n_components(self.n_components, k, n)
-        n_landmarks = check_landmarks(self.n_landmarks, n_nearest, k, n, width) if solver != "exact" else 0
+        n_landmarks = check_landmarks(self.n_landmarks, None, k, n, width) if solver == "nystrom" else 0
         self.n_landmarks_ = n_landmarks or None
-        if solver != "nystrom":  # the exact solver's n x n operators (each order), the anchor solver's m x m Grams
-            exact = solver == "exact"
-            warn_eigensolver_cost(n if exact else n_landmarks, width, len(views) * (self.order if exact else 1) + 1)
+        if solver == "exact":  # its n x n operators, each order
+            warn_eigensolver_cost(n, width, len(inputs.sent) * self.order + 1)
         self.consensus_graph_ = self._consensus_graph(solver)
         n_ranked = ranked_neighbors_count(n, k, n_neighbors) if self.consensus_graph_ == "rank" else 0
-        seeds = fit_seeds(random_state, len(views))
+        seeds = fit_seeds(random_state, len(inputs.sent))
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks, n_ranked=n_ranked)
-        m_extension = None if solver == "anchor" else extension_landmarks(self.n_landmarks, self.n_nearest_landmarks,
-                                                                          k, n, width)
-        # each view goes to the workers once, by scatter when a distributed client runs, never inside the graph
-        tasks = [dask.delayed(_embed_view, pure=True)(scattered(X), solver, width, self.order,
-                                                      {**graph_params, "metric": m},
+        m_extension = extension_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n, width)
+        tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
                                                       s, view_label(p, names), m_extension)
-                 for p, (X, m, s) in enumerate(zip(views, self.metric_, seeds))]
+                 for p, (X, m, s) in enumerate(zip(inputs.sent, self.metric_, seeds))]
         t1 = time.perf_counter()
-        report(f"graphs and embeddings: {len(views)} view{'s' * (len(views) > 1)} as Dask tasks ({solver} solver, "
-               + (f"N = {n_neighbors}, " if solver != "anchor" else f"{n_landmarks} landmarks, ")
+        report(f"graphs and embeddings: {len(tasks)} view{'s' * (len(tasks) > 1)} as Dask tasks ({solver} solver, "
+               + f"N = {n_neighbors}, "
                + f"orders 1..{self.order}, width {width})")
         results = dask.compute(*tasks)
-        anchor = solver == "anchor"  # views whose graph falls apart are left out while one view remains usable
-        leave_out = any(n_components(graph, anchor) <= width for graph, *_ in results)
-        usable = np.flatnonzero([check_components(graph, view_label(p, names), k, anchor=anchor, width=width,
-                                                  view=views[p], leave_out=leave_out)
-                                 for p, (graph, *_) in enumerate(results)])
+        usable = usable_graphs([r[0] for r in results], [view_label(p, names) for p in range(len(results))], k, width,
+                               views=views)
         H, self.view_eigenvalues_ = np.stack([r[2] for r in results]), np.stack([r[3] for r in results])
-        related, shares = related_views(views_used(H, usable), drop=self.drop_unrelated_views)
-        warn_unrelated(related, shares, n, width, [view_label(p, names) for p in usable], labelled=True)
-        self.related_views_ = np.zeros(len(views), bool)
-        self.related_views_[usable[related]] = True
+        self.related_views_, shares = related_among(H, usable, drop=self.drop_unrelated_views)
+        warn_unrelated(self.related_views_[usable], shares, n, width, [view_label(p, names) for p in usable],
+                       labelled=True)
         used = np.flatnonzero(self.related_views_)
         F, self.consensus_graph_ = self._consensus_embedding([results[p][:2] for p in used], solver, width,
                                                              graph_params, seeds[-2])
         t2 = time.perf_counter()
         report(f"graphs and embeddings done in {t2 - t1:.2f}s (F from the {self.consensus_graph_} graph)")
-        if "select" in (self.lambda1, self.lambda2):
-            best, candidates = select_fusion(views_used(H, used), F, k,
-                                             lambda1=self._fixed_lambda("lambda1", self.lambda1, 1.0),
-                                             lambda2="auto" if self.lambda2 == "auto"  # width * o for each order o
-                                             else self._fixed_lambda("lambda2", self.lambda2, width * self.order),
-                                             tol=self.tol, max_iter=self.max_iter, random_state=seeds[-2])
-            self.selection_ = [dict(order=c.order, lambda1=c.lambda1, lambda2=c.lambda2, distortion=c.distortion)
-                               for c in candidates]
-            self.order_, self.lambda1_, self.lambda2_, fused = best.order, best.lambda1, best.lambda2, best.result
-        else:
-            self.order_ = self.order
-            self.lambda1_ = self._fixed_lambda("lambda1", self.lambda1, 1.0)
-            self.lambda2_ = self._fixed_lambda("lambda2", self.lambda2, width * self.order)
-            fused = fuse_views(H, self.view_eigenvalues_, F, used, self.lambda1_, self.lambda2_,
-                               eigenvalue_scaling=self.eigenvalue_scaling, tol=self.tol, max_iter=self.max_iter)
+        fused, settings = fuse(H, self.view_eigenvalues_, F, used, k, *self._lambdas(width), order=self.order,
+                               eigenvalue_scaling=self.eigenvalue_scaling, tol=self.tol, max_iter=self.max_iter,
+                               random_state=seeds[-2])
+        self._set_fusion(settings)
         t3 = time.perf_counter()
         report(f"late fusion {'converged' if fused.converged else 'stopped'} after {fused.n_iter} iterations in "
                f"{t3 - t2:.2f}s")
@@ -465,14 +683,12 @@ class ONMSC(ClusterMixin, BaseEstimator):
         report(f"k-means ({self.n_init} restarts) in {time.perf_counter() - t3:.2f}s")
         self.embedding_, self.fusion_target_ = fused.embedding, fused.target
         self.view_weights_ = full_weights(fused.view_weights, used, len(H))
-        self.objective_, self.n_iter_, self.converged_ = np.array(fused.objective), fused.n_iter, fused.converged
+        self.objective_, self.converged_ = np.array(fused.objective), fused.converged
         self.view_embeddings_, self.average_embedding_ = H, F
         self.view_graphs_ = [r[0] for r in results]
-        scaled = self.eigenvalue_scaling and "select" not in (self.lambda1, self.lambda2)
         self._extension_inputs_ = {  # for _finish_fit, after the label refinement
             "graphs": [(r[4], r[5], m, self.n_nearest_landmarks) for r, m in zip(results, self.metric_)],
-            "scales": np.sqrt(np.clip(self.view_eigenvalues_, 0, None)) if scaled else np.ones_like(
-                self.view_eigenvalues_), "fused": fused, "used": used}
+            "scales": self._fusion_scales(), "fused": fused, "used": used}
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}
 

@@ -3,9 +3,9 @@
 A run copies the views into the Zarr store ``DIR/views.zarr``, clusters them on a Dask cluster (a local one
 unless ``--scheduler`` is given) and writes ``report.json``, ``report.html`` (report.py), ``convergence.png``,
 ``labels.npy`` and ``labels.csv`` to ``DIR``; the cluster sizes go to stdout.
-When the solver is ``anchor`` (``auto`` above spectral.EXACT_MAX_SAMPLES samples) the fit is the out-of-core
-pipeline (outofcore.fit_store) on the store, so a store given with ``--data`` is never read whole; otherwise
-:class:`~onmsc_dask.api.ONMSC` fits the views in memory. Bad input ends the run with a one-line error and exit
+The fit is :class:`~onmsc_dask.api.ONMSC` on the store: when the solver is ``anchor`` (``auto`` above
+spectral.EXACT_MAX_SAMPLES samples) its anchor chain reads the stored row chunks on the workers and keeps its stages
+in the store (``cache``), so a store given with ``--data`` is never read whole; otherwise the views are read whole. Bad input ends the run with a one-line error and exit
 code 2.
 """
 from __future__ import annotations
@@ -341,53 +341,48 @@ def _versions() -> dict[str, str]:
 
 
 def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log: _Log) -> dict:
-    """Fitted labels, embedding, mu, objective, resolved parameters and stage times: the out-of-core anchor
-    pipeline (outofcore.fit_store, no view read whole) when the solver resolves to ``anchor``, else
-    :class:`~onmsc_dask.api.ONMSC` on the views in memory."""
+    """Fitted labels, embedding, mu, objective, resolved parameters and stage times of
+    :class:`~onmsc_dask.api.ONMSC` on the run's store: when the solver resolves to ``anchor``, the anchor chain over
+    the stored row chunks, its stages resumed from and written to the store (``cache``, no view read whole);
+    otherwise the views read whole."""
     from .api import ONMSC
     from .graph import BRUTE_FORCE_MAX_SAMPLES
-    from .outofcore import fit_store
     from .spectral import resolve_solver
     from .warmup import CACHED_SECONDS, COMPILE_SECONDS, warm_up
 
-    solver = resolve_solver(args.embedding, store.n_samples)
-    if solver == "anchor":
-        if args.n_neighbors is not None:
-            log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
-        r = fit_store(store, n_clusters, order=args.order, n_components=args.n_components, n_landmarks=args.n_landmarks,
-                      n_nearest_landmarks=args.n_nearest_landmarks, refine=args.refine is not False,
-                      random_state=args.random_state, client=client, progress=lambda line: log(f"  {line}"))
-        log(f"  late fusion {'converged' if r.converged else 'stopped'} after {len(r.objective)} iterations")
-        return {"labels": r.labels, "embedding": r.embedding, "target": r.target, "view_weights": r.view_weights,
-                "view_embeddings": r.view_embeddings, "embedded_views": list(range(store.n_views)),
-                "objective": r.objective, "n_iter": len(r.objective), "converged": r.converged, "stages": r.timings,
-                "refinement_objective": r.refinement_objective,
-                "resolved": {**r.parameters, "n_clusters": n_clusters, "n_neighbors": None, "embedding": solver,
-                             "pipeline": "out_of_core", "metric": r.metrics, "consensus_graph": "average",
-                             "related_views": r.related_views.tolist()}}
-    if store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # the kNN graphs use pynndescent: compile it once per worker
+    anchor = resolve_solver(args.embedding, store.n_samples) == "anchor"
+    if anchor and args.n_neighbors is not None:
+        log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
+    if not anchor and store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # pynndescent's kNN graphs: compile it once
         log(f"compiling pynndescent on the workers: about {COMPILE_SECONDS} s the first time on this machine, "
             f"{CACHED_SECONDS} s with numba's cache after that")
         warm_up(client)
-    model = ONMSC(n_clusters, n_neighbors=args.n_neighbors, order=args.order, embedding=solver,
-                  n_components=args.n_components,
+    model = ONMSC(n_clusters, n_neighbors=None if anchor else args.n_neighbors, order=args.order,
+                  embedding="anchor" if anchor else args.embedding, n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
                   consensus_graph=args.consensus_graph, refine=args.refine, keep_intermediate=True,
-                  random_state=args.random_state)
-    model.fit(store, progress=lambda line: log(f"  {line}"))  # read whole; messages name the store's views
+                  cache=store if anchor else None, random_state=args.random_state)
+    model.fit(store, progress=lambda line: log(f"  {line}"))  # messages name the store's views
+    fit = {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
+           "view_weights": model.view_weights_, "view_embeddings": model.view_embeddings_,
+           "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
+           "stages": model.timings_, "refinement_objective": model.refinement_objective_}
+    if anchor:
+        log(f"  late fusion {'converged' if model.converged_ else 'stopped'} after {model.n_iter_} iterations")
+        return {**fit, "embedded_views": list(range(store.n_views)),
+                "resolved": {**model.stage_parameters_, "n_clusters": n_clusters, "n_neighbors": None,
+                             "embedding": "anchor", "pipeline": "out_of_core", "metric": model.metric_,
+                             "consensus_graph": model.consensus_graph_,
+                             "related_views": model.related_views_.tolist()}}
     # the input views the graphs and H cover: all but those left out before the graphs (constant, too few rows)
     embedded = np.setdiff1d(np.arange(store.n_views), model.left_out_views_)
-    return {"labels": model.labels_, "embedding": model.embedding_, "target": model.fusion_target_,
+    return {**fit, "embedded_views": embedded.tolist(),
             # the stages before fusion, named apart from outofcore.STAGES (whose resume they would break)
             "intermediate": {
                 "view_graphs": {f"view{p}": graph for p, graph in zip(embedded, model.view_graphs_)},
                 "view_embeddings": {"H": model.view_embeddings_, "eigenvalues": model.view_eigenvalues_,
                                     "F": model.average_embedding_, "related": model.related_views_,
                                     "views": embedded}},
-            "view_weights": model.view_weights_, "view_embeddings": model.view_embeddings_,
-            "embedded_views": embedded.tolist(),
-            "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
-            "stages": model.timings_, "refinement_objective": model.refinement_objective_,
             "resolved": {"n_clusters": n_clusters, "n_components": int(model.embedding_.shape[1]),
                          "n_neighbors": model.n_neighbors_, "n_landmarks": model.n_landmarks_,
                          "embedding": model.embedding_solver_, "pipeline": "in_memory", "metric": model.metric_,

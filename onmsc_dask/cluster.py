@@ -1,4 +1,5 @@
-"""In-memory data as one input of Dask graphs: sent to the workers once, never inside a task graph."""
+"""In-memory data as one input of Dask graphs: sent to the workers once, never inside a task graph; and data
+loaded by tasks, kept on the workers."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,10 +9,8 @@ from typing import Any
 REPLICAS = 2
 
 
-def scattered(value: Any, broadcast: bool = False) -> Any:
-    """`value` scattered to the workers of the running distributed client (to every worker with `broadcast`, else
-    to REPLICAS of them), as a Future that tasks take as an argument; `value` itself when no distributed client is
-    the active scheduler (the local schedulers share memory and serialise no graph)."""
+def _client() -> Any:
+    """The running distributed client when it is the active scheduler, else None."""
     from dask.base import get_scheduler
 
     try:
@@ -19,10 +18,28 @@ def scattered(value: Any, broadcast: bool = False) -> Any:
 
         client = default_client()
     except (ImportError, ValueError):
-        return value
-    if get_scheduler() != client.get:  # a local scheduler is configured over the client
+        return None
+    return client if get_scheduler() == client.get else None  # not when a local scheduler is configured over it
+
+
+def persisted(tasks: list) -> list:
+    """Delayed ``tasks`` computed and kept where they ran: Futures on the workers of the running distributed client
+    (tasks take them as arguments), else their values."""
+    import dask
+
+    client = _client()
+    return list(dask.compute(*tasks)) if client is None else client.compute(tasks)
+
+
+def scattered(value: Any, broadcast: bool = False) -> Any:
+    """`value` scattered to the workers of the running distributed client (to every worker with `broadcast`, else
+    to REPLICAS of them), as a Future that tasks take as an argument; `value` itself when no distributed client is
+    the active scheduler (the local schedulers share memory and serialise no graph). A list is scattered as a list
+    of Futures, one per item."""
+    client = _client()
+    if client is None:
         return value
     future = client.scatter(value, broadcast=broadcast, hash=False)  # a fresh key: no release of an equal earlier one
     if not broadcast:
-        client.replicate([future], n=REPLICAS)
+        client.replicate(future if isinstance(future, list) else [future], n=REPLICAS)
     return future

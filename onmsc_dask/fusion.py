@@ -69,6 +69,15 @@ def related_views(H: np.ndarray, drop: bool = True) -> tuple[np.ndarray, np.ndar
     return (keep if keep.any() else np.ones(v, bool)), best
 
 
+def related_among(H: np.ndarray, usable: np.ndarray, drop: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """related_views among the views ``usable`` (indices) of H: a mask over all views (False for the others) and the
+    usable views' largest shares."""
+    related, shares = related_views(views_used(H, usable), drop=drop)
+    mask = np.zeros(len(H), bool)
+    mask[usable[related]] = True
+    return mask, shares
+
+
 def views_used(H: np.ndarray, used: np.ndarray) -> np.ndarray:
     """H restricted to the views `used` (indices), without a copy when every view is used."""
     return H if len(used) == len(H) else H[used]

@@ -254,6 +254,16 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
     return True
 
 
+def usable_graphs(graphs: Sequence[sp.spmatrix], labels: Sequence[str], n_clusters: int, width: int,
+                  anchor: bool = False, views: Sequence | None = None) -> np.ndarray:
+    """Indices of the views whose graph check_components accepts: a graph in more pieces than ``width`` is left out
+    with a warning while another view holds together, else an error."""
+    leave_out = any(n_components(graph, anchor) <= width for graph in graphs)
+    return np.flatnonzero([check_components(graph, label, n_clusters, anchor=anchor, width=width,
+                                            view=None if views is None else views[p], leave_out=leave_out)
+                           for p, (graph, label) in enumerate(zip(graphs, labels))])
+
+
 def _identical_rows_note(X) -> str:
     """For a kNN graph's error: a view of few distinct rows (binary, categorical, rounded) links a group of
     identical samples larger than n_neighbors only to itself."""

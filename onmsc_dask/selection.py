@@ -5,7 +5,7 @@ by the k-means distortion of its unit-length rows (mean squared distance to the 
 scores comparable, and lower means the rows form k tighter, better separated groups. No labels are used.
 Measured on the shared benchmarks (docs/defaults.md), this tracks ACC (Spearman 0.33-0.70) while a fixed
 guess of (lambda1, lambda2) can collapse mu onto one view. It runs fusion and assignment for each candidate, so
-it comes after both stages (only ``api`` uses it).
+it comes after both stages; ``fuse`` is the chain's fusion step, searched or not.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from itertools import product
 import numpy as np
 
 from .assign import assign_labels, readout
-from .fusion import LateFusionResult, late_fusion
+from .fusion import LateFusionResult, fuse_views, late_fusion, views_used
 
 #: lambda1 candidates (weight of the consensus embedding F; tr(H*^T F) <= k like each view's term)
 LAMBDA1_GRID = (0.0, 0.5, 1.0, 2.0)
@@ -59,3 +59,24 @@ def select_fusion(H: np.ndarray, F: np.ndarray, k: int, *, lambda1=None, lambda2
         candidates.append(Candidate(o, l1, l2, distortion(readout(fused.embedding, fused.target, k), k, seed_rng),
                                     fused))
     return min(candidates, key=lambda c: c.distortion), candidates
+
+
+def fuse(H: np.ndarray, eigenvalues: np.ndarray, F: np.ndarray, used: np.ndarray, k: int, lambda1: float | str,
+         lambda2: float | str, *, order: int, eigenvalue_scaling: bool, tol: float, max_iter: int,
+         random_state: int | None) -> tuple[LateFusionResult, dict]:
+    """Late fusion of the views ``used`` (indices): with numbers for both lambdas fusion.fuse_views; when either is
+    ``"select"``, select_fusion on the bare eigenvectors (the other a number, or for lambda2 ``"auto"``: width * o
+    of each candidate's order o). Returns the result and the settings it used (order, lambda1, lambda2, n_iter, and
+    the candidates searched, or None)."""
+    if "select" not in (lambda1, lambda2):
+        fused = fuse_views(H, eigenvalues, F, used, lambda1, lambda2, eigenvalue_scaling=eigenvalue_scaling, tol=tol,
+                           max_iter=max_iter)
+        return fused, {"order": order, "lambda1": lambda1, "lambda2": lambda2, "n_iter": fused.n_iter,
+                       "selection": None}
+    best, candidates = select_fusion(views_used(H, used), F, k, lambda1=None if lambda1 == "select" else lambda1,
+                                     lambda2=None if lambda2 == "select" else lambda2, tol=tol, max_iter=max_iter,
+                                     random_state=random_state)
+    return best.result, {"order": best.order, "lambda1": float(best.lambda1), "lambda2": float(best.lambda2),
+                         "n_iter": best.result.n_iter,
+                         "selection": [dict(order=c.order, lambda1=float(c.lambda1), lambda2=float(c.lambda2),
+                                            distortion=float(c.distortion)) for c in candidates]}

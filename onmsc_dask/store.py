@@ -189,7 +189,7 @@ class MultiViewStore:
         path = location(path, storage_options)
         views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views)]
         names = check_view_names(view_names, len(views))
-        n = _check_views(views, names)
+        n = check_view_shapes(views, names)
         labels = None if y is None else as_labels(y, n)
         metadata = _to_json({} if metadata is None else metadata, "metadata")
         rows = _default_chunk_rows(views, n) if chunk_rows is None else check_int("chunk_rows", chunk_rows)
@@ -433,8 +433,9 @@ class MultiViewStore:
 # ---------------------------------------------------------------- validation
 
 
-def _check_views(views: list[ViewInput], names: list[str]) -> int:
-    """Check every view is a non-empty numeric matrix with as many rows as view 0; return n."""
+def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:
+    """Check every view (numpy, scipy.sparse or dask) is a non-empty numeric matrix with as many rows as view 0, from
+    its metadata; return n."""
     for p, view in enumerate(views):
         label = view_label(p, names)
         if view.ndim != 2:

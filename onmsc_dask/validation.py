@@ -42,8 +42,9 @@ def check_same_rows(n_rows: Sequence[int], names: Sequence[str] | None = None) -
     return int(n_rows[0])
 
 
-def check_view(X, p: int = 0, names: Sequence[str] | None = None):
-    """Return view ``X`` as float64 C-array or CSR, never aliasing a caller's writable buffer."""
+def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool = False):
+    """Return view ``X`` as float64 C-array or CSR (float32 kept with ``float32``), never aliasing a caller's
+    writable buffer."""
     label = view_label(p, names)
     if hasattr(X, "compute") and not sp.issparse(X):
         X = X.compute()
@@ -57,9 +58,10 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None):
     if np.ma.isMaskedArray(X) and np.ma.count_masked(X):
         raise ValueError(f"{label}: is a masked array with {np.ma.count_masked(X)} masked values; fill them "
                          "(X.filled(value)) or drop those rows first")
+    dtype = np.float32 if float32 and X.dtype == np.float32 else np.float64
     try:
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True) if sp.issparse(X) else np.array(X, dtype=np.float64,
-                                                                                          copy=True, order="C")
+        X = sp.csr_matrix(X, dtype=dtype, copy=True) if sp.issparse(X) else np.array(X, dtype=dtype, copy=True,
+                                                                                     order="C")
     except (TypeError, ValueError) as exc:  # text, objects
         raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
     if sp.issparse(X):
@@ -376,40 +378,55 @@ def row_ids(X) -> np.ndarray:
     return np.unique(row_keys(X), return_inverse=True)[1]
 
 
-def informative_views(views, n_clusters: int, names: Sequence[str] | None = None) -> tuple[list, list[int]]:
-    """The views checked (check_view) that can help a clustering into ``n_clusters``, and their positions: a constant
-    view, or one with fewer distinct rows than clusters, is left out with a warning naming it. Bad input (NaN or
-    infinite values, views of different lengths, ...) stays an error, and so does leaving out every view."""
+def informative_views(views, n_clusters: int, names: Sequence[str] | None = None,
+                      float32: bool = False) -> tuple[list, list[int]]:
+    """The views checked (check_view, with ``float32``) that can help a clustering into ``n_clusters``, and their
+    positions (keep_informative). Bad input (NaN or infinite values, views of different lengths, ...) stays an
+    error."""
     raw = view_list(views)
     if names is not None:
         check_view_names(names, len(raw))
     checked, constant = {}, []
     for p, X in enumerate(raw):
         try:
-            checked[p] = check_view(X, p, names)
+            checked[p] = check_view(X, p, names, float32)
         except ConstantViewError as exc:
             constant.append((p, str(exc)))
             checked[p] = None
     n = check_same_rows([np.shape(X)[0] if checked[p] is None else checked[p].shape[0] for p, X in enumerate(raw)],
                         names)
     n_clusters = check_n_clusters(n_clusters, n)
-    for p, message in constant:
-        user_warning(f"{message}; it is left out")
-    kept = []
+    distinct: list[int | str] = []
     for p, X in checked.items():
         if X is None:
+            distinct.append(dict(constant)[p])
             continue
-        distinct = n_distinct([row_ids(X[:DISTINCT_CHECK_ROWS])], n_clusters)
-        distinct = distinct if distinct >= n_clusters else n_distinct([row_ids(X)], n_clusters)
-        if distinct < n_clusters:
-            user_warning(f"{view_label(p, names)}: only {distinct} distinct rows, fewer than n_clusters={n_clusters}, "
+        found = n_distinct([row_ids(X[:DISTINCT_CHECK_ROWS])], n_clusters)
+        distinct.append(found if found >= n_clusters else n_distinct([row_ids(X)], n_clusters))
+    kept = keep_informative(distinct, n_clusters, names)
+    return [checked[p] for p in kept], kept
+
+
+def keep_informative(distinct: Sequence[int | str], n_clusters: int, names: Sequence[str] | None = None) -> list[int]:
+    """Positions of the views that can help a clustering into ``n_clusters``, from each view's number of distinct
+    rows, or for a constant view check_view's message: a constant view, or one with fewer distinct rows than
+    clusters, is left out with a warning naming it; leaving out every view is an error."""
+    for message in distinct:
+        if isinstance(message, str):
+            user_warning(f"{message}; it is left out")
+    kept = []
+    for p, found in enumerate(distinct):
+        if isinstance(found, str):
+            continue
+        if found < n_clusters:
+            user_warning(f"{view_label(p, names)}: only {found} distinct rows, fewer than n_clusters={n_clusters}, "
                          "so it cannot separate the clusters; it is left out")
         else:
             kept.append(p)
     if not kept:
         raise ValueError(f"no view can separate {n_clusters} clusters: every view is constant or has fewer distinct "
                          "rows than clusters")
-    return [checked[p] for p in kept], kept
+    return kept
 
 
 def check_distinct_samples(views: list, n_clusters: int) -> None:

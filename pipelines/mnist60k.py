@@ -38,7 +38,8 @@ from onmsc_dask.assign import readout
 from onmsc_dask.cli import connect, one_line, positive_int, quiet_client_log, seed_arg
 from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.metrics import evaluate
-from onmsc_dask.outofcore import fit_store
+from onmsc_dask.api import ONMSC
+from onmsc_dask.outofcore import OutOfCoreResult
 from onmsc_dask.progress import Progress
 from onmsc_dask.report import (cluster_sizes, save_objective, single_view_scores, sizes_line, store_page, write_html,
                                write_labels)
@@ -142,7 +143,16 @@ def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
     return None if y is None else evaluate(y, labels)
 
 
-def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -> list[dict]:
+def fit_anchor(store: MultiViewStore, args: argparse.Namespace, n_landmarks: int, refine: bool,
+               progress: Any = None) -> OutOfCoreResult:
+    """``ONMSC(embedding="anchor")`` on `store`, its stages resumed from and kept in the store (``cache``)."""
+    model = ONMSC(args.n_clusters, embedding="anchor", order=args.order, n_landmarks=n_landmarks,
+                  n_components=args.n_components, refine=refine, keep_intermediate=True, cache=store,
+                  random_state=args.random_state)
+    return OutOfCoreResult.of(model.fit(store, progress=progress))
+
+
+def anchor_sweep(store: MultiViewStore, args: argparse.Namespace) -> list[dict]:
     """Fit each anchor number m of SWEEP with k < m <= n on its own copy of `store` without stages (so every
     stage is computed), in a temporary directory next to the store (so workers that read the store read the
     copies), removed afterwards: `store` keeps the main run's stages. Each copy has its own path, so no task key
@@ -157,8 +167,7 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, client: Any) -
         for m in points:
             copy = store.copy(Path(tmp) / f"m{m}.zarr", stages=False)
             t = time.perf_counter()
-            r = fit_store(copy, args.n_clusters, order=args.order, n_landmarks=m, n_components=args.n_components,
-                          random_state=args.random_state, client=client)
+            r = fit_anchor(copy, args, m, refine=True)
             entries.append({"n_landmarks": m, "seconds": time.perf_counter() - t, "scores": score(y, r.labels)})
             print(json.dumps(entries[-1]), flush=True)
             shutil.rmtree(copy.path)  # one copy on disk at a time
@@ -311,9 +320,7 @@ def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any,
             parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
         args.n_clusters = len(np.unique(store.labels))
     t1 = time.perf_counter()
-    result = fit_store(store, args.n_clusters, order=args.order, n_landmarks=args.n_landmarks,
-                       n_components=args.n_components, refine=args.refine, random_state=args.random_state,
-                       client=client, progress=lambda line: log(f"  {line}"))
+    result = fit_anchor(store, args, args.n_landmarks, args.refine, progress=lambda line: log(f"  {line}"))
     seconds = time.perf_counter() - t1
     log(f"fusion {'converged' if result.converged else 'stopped'} after {len(result.objective)} iterations")
     report = {"data_dir": str(args.data_dir.resolve()), "split": store.metadata["split"], "limit": args.limit,
@@ -333,7 +340,7 @@ def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any,
                   result.view_embeddings, store.labels, args.n_clusters, store.view_names, args.random_state)}
     if args.sweep:
         log("anchor sweep")
-        report["sweep"] = anchor_sweep(store, args, client)
+        report["sweep"] = anchor_sweep(store, args)
         plot_sweep(report["sweep"], args.out / "anchor_sweep.png")
     return report, store, result
 

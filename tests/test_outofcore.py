@@ -127,7 +127,7 @@ def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    (dict(lambda1="select"), ValueError, r"lambda1 must be a number or one of \['auto'\]"),
+    (dict(lambda1="x"), ValueError, r"lambda1 must be a number or one of \['auto', 'select'\]"),
     (dict(lambda2=-2.0), ValueError, "lambda2 must be finite and > 0"),
     (dict(order=0), ValueError, "order must be a positive integer"),
     (dict(metric=["cosine"]), ValueError, "metric lists 1 entries for 3 views"),

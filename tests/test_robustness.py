@@ -498,7 +498,7 @@ def test_run_interrupted_in_fusion_resumes_there(tmp_path, monkeypatch):
         raise KeyboardInterrupt("simulated interruption")
 
     with monkeypatch.context() as m:
-        m.setattr(oc, "fuse_views", crash)  # the fusion stage's call
+        m.setattr(oc, "fuse", crash)  # the fusion stage's call
         with pytest.raises(KeyboardInterrupt):
             fit_store(store, 7, **OOC)
     resumed = fit_store(store, 7, **OOC)

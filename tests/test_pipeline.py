@@ -1,0 +1,103 @@
+"""The one chain behind ONMSC.fit (docs/pipeline.md): every input kind gives the in-memory labels, lazy views are
+read on the workers (never on the client), and ``cache`` makes the anchor chain's stages resumable."""
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client
+from sklearn.datasets import load_digits
+
+from clusters import Cluster
+
+from onmsc_dask.api import ONMSC
+from onmsc_dask import outofcore
+from onmsc_dask.outofcore import STAGES
+from onmsc_dask.store import MultiViewStore
+
+SOLVERS = {"exact": dict(embedding="exact"), "anchor": dict(embedding="anchor", n_landmarks=60)}
+
+
+FIRST_ROWS = 100
+
+
+def _views(n: int = 500) -> tuple[list[np.ndarray], np.ndarray]:
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    return [X[:n], X[:n] @ rng.standard_normal((64, 16))], y[:n]
+
+
+def test_lazy_views_are_read_on_the_workers_with_the_in_memory_labels(tmp_path, monkeypatch):
+    """A store and dask arrays read from it, fitted on a real scheduler with 2 worker processes while the client
+    process cannot read a whole view nor compute a dask array: the labels of the same views in memory, with the
+    exact and the anchor solver."""
+    views, y = _views()
+    store = MultiViewStore.create(tmp_path / "v.zarr", views, y, chunk_rows=128)
+    expected = {name: ONMSC(10, n_init=3, random_state=0, **kw).fit(views).labels_ for name, kw in SOLVERS.items()}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a whole view was read on the client")
+
+    compute = da.Array.compute
+    monkeypatch.setattr(outofcore, "DISTINCT_CHECK_ROWS", FIRST_ROWS)
+
+    def first_rows_only(X, *args, **kwargs):  # the distinct-samples check reads the first rows on the client
+        if X.shape[0] > FIRST_ROWS:
+            refused()
+        return compute(X, *args, **kwargs)
+
+    cluster = Cluster(tmp_path, 2, nanny=False)
+    try:
+        with Client(cluster.address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+            lazy = [store.view_dask(p) for p in range(store.n_views)]
+            monkeypatch.setattr(MultiViewStore, "read_view", refused)
+            monkeypatch.setattr(da.Array, "compute", first_rows_only)
+            monkeypatch.setattr(da.Array, "__array__", refused)
+            for name, kw in SOLVERS.items():
+                for given in (store, lazy):
+                    model = ONMSC(10, n_init=3, random_state=0, **kw).fit(given)
+                    np.testing.assert_array_equal(model.labels_, expected[name])
+                    assert model.n_features_in_.tolist() == [64, 16]
+    finally:
+        cluster.stop()
+
+
+def test_cache_keeps_the_stages_of_in_memory_views_and_resumes(tmp_path):
+    """cache=path: the views are written there with the stages; the same fit again resumes every stage, other
+    views replace the store, and the cache store given as input keeps its stages next to its views."""
+    views, _ = _views()
+    plain = ONMSC(10, n_init=3, random_state=0, **SOLVERS["anchor"]).fit(views)
+    cached = ONMSC(10, n_init=3, random_state=0, cache=tmp_path / "c.zarr", **SOLVERS["anchor"])
+    assert cached.fit(views).computed_stages_ == list(STAGES)
+    np.testing.assert_array_equal(cached.labels_, plain.labels_)
+    assert cached.fit(views).computed_stages_ == []
+    np.testing.assert_array_equal(cached.labels_, plain.labels_)
+    np.testing.assert_array_equal(cached.predict(views), plain.predict(views))
+    store = MultiViewStore(tmp_path / "c.zarr")
+    assert cached.fit(store).computed_stages_ == []  # the cache store itself
+    assert cached.set_params(n_clusters=8).fit(views).computed_stages_ == ["embeddings", "fusion", "labels"]
+    other = [X[::-1].copy() for X in views]
+    assert cached.fit(other).computed_stages_ == list(STAGES)
+
+
+def test_cache_needs_the_anchor_solver(tmp_path):
+    with pytest.raises(ValueError, match="cache holds the stages of the anchor chain"):
+        ONMSC(10, embedding="exact", cache=tmp_path / "c.zarr").fit(_views()[0])
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_a_fit_without_cache_leaves_a_store_unchanged(tmp_path):
+    views, y = _views()
+    store = MultiViewStore.create(tmp_path / "v.zarr", views, y, chunk_rows=128)
+    ONMSC(10, n_init=3, random_state=0, **SOLVERS["anchor"]).fit(store)
+    assert store.stages() == {}
+
+
+def test_float32_views_stay_float32_in_the_anchor_chain():
+    """float32 in memory is fitted as float32 (as a float32 store is); its labels match the float64 fit's on
+    digits."""
+    views, y = _views()
+    f64 = ONMSC(10, n_init=3, random_state=0, **SOLVERS["anchor"]).fit(views)
+    f32 = ONMSC(10, n_init=3, random_state=0, **SOLVERS["anchor"]).fit([X.astype(np.float32) for X in views])
+    assert f32.extension_.views[0].landmarks.dtype == np.float32  # k-means of the float32 sample
+    assert f64.extension_.views[0].landmarks.dtype == np.float64
+    assert np.mean(f32.labels_ == f64.labels_) > 0.99
