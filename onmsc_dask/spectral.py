@@ -69,11 +69,30 @@ def warn_eigensolver_cost(n: int, k: int, n_graphs: int) -> None:
                      "less")
 
 
+#: eigenvalues closer than this (ARPACK's tolerance) are tied: their eigenvectors are any basis of the space they share,
+#: and rounding (which differs with the BLAS threads a call gets) would pick it
+TIE_TOLERANCE = 1e-8
+#: seed of the fixed reference vectors that tied eigenvectors are aligned to (canonical_basis)
+TIE_REFERENCE_SEED = 0
+
+
 def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Largest-k eigenpairs of a symmetric operator (eigensolver_cost: dense eigh for small n or large k, else
-    ARPACK), eigenvalues descending."""  # Eq. 4
+    ARPACK), eigenvalues descending; tied eigenvalues get canonical_basis's vectors, so the result does not depend
+    on rounding. More pairs are computed while the k-th eigenvalue's tie may reach past them."""  # Eq. 4
+    n, m = G.shape[0], min(G.shape[0], k + 1)
+    vals, vecs = _top_pairs(G, m, random_state)
+    while m < n and vals[k - 1] - vals[m - 1] <= TIE_TOLERANCE:
+        m = min(n, 2 * m)
+        vals, vecs = _top_pairs(G, m, random_state)
+    return canonical_basis(vals, vecs, k)
+
+
+def _top_pairs(G, k: int, random_state: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Largest-k eigenpairs of a symmetric operator, eigenvalues descending (dense eigh, or ARPACK after deflating
+    the known eigenvectors of a graph in pieces)."""
     n = G.shape[0]
-    if eigensolver_cost(n, k)[0] == "dense":
+    if eigensolver_cost(n, k)[0] == "dense" or k >= n - 1:  # ARPACK finds at most n - 2
         dense = G @ np.eye(n) if not isinstance(G, np.ndarray) else G
         dense = dense.toarray() if sp.issparse(dense) else np.asarray(dense)
         vals, vecs = scipy.linalg.eigh((dense + dense.T) / 2, subset_by_index=[max(0, n - k), n - 1])
@@ -84,10 +103,34 @@ def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.nda
             rest = G if not known.size else LinearOperator(
                 G.shape, matvec=lambda x: G @ x - 2 * known @ (known.T @ x), dtype=np.float64)
             v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
-            more, V = eigsh(rest, k=k - known.shape[1], which="LA", v0=v0, ncv=min(n, max(2 * k + 1, 40)), tol=1e-8)
+            more, V = eigsh(rest, k=k - known.shape[1], which="LA", v0=v0, ncv=min(n, max(2 * k + 1, 40)),
+                            tol=1e-8)
             vals, vecs = np.r_[vals, more], np.hstack([known, V])
-    order = np.argsort(vals)[::-1][:k]
-    return vals[order], fix_signs(vecs[:, order])
+    order = np.argsort(-vals, kind="stable")
+    return vals[order], vecs[:, order]
+
+
+def canonical_basis(vals: np.ndarray, vecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top k of the eigenpairs (vals, vecs), each eigenvector of a distinct eigenvalue signed by fix_signs, and
+    the vectors of tied eigenvalues (consecutive gaps at most TIE_TOLERANCE: a space of which the solver returns
+    any basis) replaced by a canonical one: V Q, Q the polar factor of V^T R for fixed reference vectors R (a
+    seeded Gaussian n x k, one column per position), which is the same for every orthonormal basis V of the space.
+    A tie at the k-th eigenvalue keeps the part of its space closest to R's columns, again independent of V."""
+    order = np.argsort(-vals, kind="stable")
+    vals, vecs = vals[order], vecs[:, order]
+    H, start, reference = fix_signs(vecs[:, :k]), 0, None
+    while start < k:
+        stop = start + 1
+        while stop < len(vals) and vals[stop - 1] - vals[stop] <= TIE_TOLERANCE:
+            stop += 1
+        if stop - start > 1:
+            if reference is None:
+                reference = np.random.default_rng(TIE_REFERENCE_SEED).standard_normal((len(vecs), k))
+            V, end = vecs[:, start:stop], min(stop, k)
+            U, _, Wt = np.linalg.svd(V.T @ reference[:, start:end], full_matrices=False)
+            H[:, start:end] = V @ (U @ Wt)
+        start = stop
+    return vals[:k], H
 
 
 def piece_eigenvectors(G: NormalizedHighOrderAffinity) -> np.ndarray:

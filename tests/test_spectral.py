@@ -353,3 +353,49 @@ def test_many_eigenvectors_against_n_use_the_dense_solver_and_warn_first():
                                          r"take about \d+ min on one core \(dense eigensolver"):
         with pytest.raises(Stop, match="graphs and embeddings"):
             ONMSC(2500, embedding="exact").fit(views, progress=stop)
+
+
+def _tight_groups_graph() -> NormalizedHighOrderAffinity:
+    """4 classes of 8 groups of 10 near-identical rows (tests/test_api.py's _tight_groups, first view), N = 15:
+    links between groups weigh about 0, so G's top 8 eigenvalues are 1 to rounding."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 4.0, (4, 30))
+    groups = centres[:, None, :] + rng.normal(0, 1.5, (4, 8, 30))
+    X = np.repeat(groups.reshape(32, 30), 10, axis=0) + rng.normal(0, 0.05, (320, 30))
+    return NormalizedHighOrderAffinity(view_affinity(X, 15, "euclidean"), 1)
+
+
+def test_tied_eigenvectors_do_not_depend_on_the_blas_threads():
+    """The top 4 of 8 tied eigenvectors were whatever basis rounding gave, and the BLAS thread count changes the
+    rounding (Dask runs the views' eigensolvers on concurrent threads): the same graph gave different subspaces
+    (projectors 0.11 apart) on 1 and 2 threads. canonical_basis makes them one."""
+    from threadpoolctl import threadpool_limits
+
+    G = _tight_groups_graph()
+    vals = top_eigenvectors(G, 8, 0)[0]
+    assert vals[0] - vals[-1] < 1e-12  # tied beyond k
+    out = []
+    for threads in (1, 2, 1, 2):
+        with threadpool_limits(threads):
+            out.append(top_eigenvectors(G, 4, 0)[1])
+    for H in out[1:]:
+        np.testing.assert_allclose(H, out[0], atol=1e-10)
+
+
+def test_canonical_basis_is_the_same_for_every_basis_of_a_tied_space():
+    """Any orthonormal basis of each tied eigenspace gives the same vectors, also when the tie crosses the k-th
+    eigenvalue (the part of its space kept is then fixed too); distinct eigenvalues keep fix_signs' vectors."""
+    from onmsc_dask.spectral import canonical_basis, fix_signs
+
+    rng = np.random.default_rng(3)
+    V = np.linalg.qr(rng.standard_normal((50, 7)))[0]
+    vals = np.array([0.2, 1.0, 1.0, 1.0, 0.7, 0.5, 0.5 + 1e-12])  # unordered, as a solver may return them
+    rotated = V.copy()
+    for block in ([1, 2, 3], [5, 6]):
+        rotated[:, block] = V[:, block] @ np.linalg.qr(rng.standard_normal((len(block), len(block))))[0]
+    for k in (2, 3, 4, 5, 6):
+        expected_vals, H = canonical_basis(vals, V, k)
+        np.testing.assert_allclose(canonical_basis(vals, rotated, k)[1], H, atol=1e-12)
+        np.testing.assert_allclose(H.T @ H, np.eye(k), atol=1e-12)
+        np.testing.assert_array_equal(expected_vals, np.sort(vals)[::-1][:k])
+    np.testing.assert_array_equal(canonical_basis(vals, V, 4)[1][:, 3], fix_signs(V[:, [4]])[:, 0])  # 0.7: alone
