@@ -70,8 +70,8 @@ def _lazy(X) -> bool:
 
 
 def _in_memory(views) -> list:
-    """The views in the client's memory: a store read whole, dask arrays computed (the exact and Nystrom solvers
-    and early fusion need whole views)."""
+    """The views in the client's memory: a store read whole, dask arrays computed (early fusion needs whole views
+    on the client; late fusion's exact and Nystrom solvers load them on the workers, _load_on_workers)."""
     if hasattr(views, "read_view"):
         return [views.read_view(p) for p in range(views.n_views)]
     return [X.compute() if _lazy(X) else X for X in views]
@@ -171,27 +171,45 @@ def _same_location(store, cache, storage_options: dict | None) -> bool:
 def cache_store(cache, views, names: list[str] | None, storage_options: dict | None = None):
     """The MultiViewStore ``cache`` (a store, path or URL) holding ``views``: the input store itself when it is the
     cache; else the cache when it was made from the same input (metadata "input": dask.base.tokenize of the views,
-    or of a store's location), else the views written (a store's copied) to it first, replacing it."""
+    or of a store's location and content_id), else the views written to it first (a local store's copied, a URL
+    store's written from its dask views). Only an empty path or a cache made this way is replaced: any other
+    store or file there is an error, never overwritten. ``storage_options`` are the input's, and the cache's too
+    when it is a URL."""
     from dask.base import tokenize
 
+    from .location import Location, is_url, location
     from .store import MultiViewStore
 
     if hasattr(views, "read_view") and _same_location(views, cache, storage_options):
         return views
-    token = tokenize(str(views.location)) if hasattr(views, "read_view") else tokenize(*views)
-    try:
-        existing = cache if isinstance(cache, MultiViewStore) else MultiViewStore(cache, storage_options)
+    token = (tokenize(str(views.location), views.content_id) if hasattr(views, "read_view")
+             else tokenize(*views))
+    options = storage_options if is_url(cache) else None
+    if isinstance(cache, MultiViewStore):
+        existing, where = cache, cache.path
+    else:
+        where = location(cache, options)
+        present = where.exists() and (isinstance(where, Location) or not where.is_dir() or any(where.iterdir()))
+        try:
+            existing = MultiViewStore(where) if present else None
+        except ValueError:
+            raise ValueError(f"cache {cache} holds something that is not a MultiViewStore; give an empty path or "
+                             "a cache store made by an earlier fit") from None
+    if existing is not None:
         if existing.metadata.get("input") == token:
             return existing
-    except ValueError:  # no store there yet
-        pass
-    where = cache.path if isinstance(cache, MultiViewStore) else cache
+        if "input" not in existing.metadata:
+            raise ValueError(f"cache {cache} is a MultiViewStore not made as a cache (its views would be "
+                             "overwritten); give an empty path or a cache store made by an earlier fit")
     if hasattr(views, "read_view"):
-        store = views.copy(where, stages=False, overwrite=True)
-        store.update_metadata(input=token)
-        return store
-    return MultiViewStore.create(where, views, view_names=names, metadata={"input": token}, overwrite=True,
-                                 storage_options=storage_options)
+        if not isinstance(views.path, Location) and not isinstance(where, Location):
+            store = views.copy(where, stages=False, overwrite=True)
+            store.update_metadata(input=token)
+            return store
+        views, y, names = [views.view_dask(p) for p in range(views.n_views)], views.labels, views.view_names
+    else:
+        y = None
+    return MultiViewStore.create(where, views, y, view_names=names, metadata={"input": token}, overwrite=True)
 
 
 @dataclass

@@ -19,6 +19,7 @@ import math
 import os
 import re
 import shutil
+import uuid
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -209,6 +210,7 @@ class MultiViewStore:
                     "n_samples": n,
                     "view_names": names,
                     "metadata": metadata,
+                    "content_id": uuid.uuid4().hex,  # new at every create; a copy keeps it (api.cache_store)
                 }
             )
 
@@ -411,6 +413,12 @@ class MultiViewStore:
         if "stages" not in self._root:
             return []
         return sorted(name for name, group in self._root["stages"].groups() if group.attrs.get("complete") is True)
+
+    @property
+    def content_id(self) -> str | None:
+        """A random id written by ``create`` (None for a store written before it): the same views keep it, a store
+        written again at the same path gets a new one."""
+        return self._root.attrs.get("content_id")
 
     def update_metadata(self, **items: Any) -> None:
         """Add or replace entries of the store's ``metadata`` attribute."""

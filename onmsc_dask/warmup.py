@@ -16,7 +16,10 @@ from distributed import WorkerPlugin
 from distributed.comm import CommClosedError
 from numba.core import types
 from numba.extending import overload
-from numba.np.ufunc.parallel import _iget_num_threads, _launch_threads
+try:  # numba internals (numba 0.5x-0.6x); without them pynndescent is compiled in every process, as numba does alone
+    from numba.np.ufunc.parallel import _iget_num_threads, _launch_threads
+except ImportError:
+    _iget_num_threads = _launch_threads = None
 
 from .validation import user_warning
 
@@ -58,9 +61,10 @@ def get_num_threads() -> int:
     return numba.get_num_threads()
 
 
-@overload(get_num_threads)
-def _get_num_threads_compiled():
-    return lambda: np.int32(_iget_num_threads())  # the same C function, linked by name
+if _iget_num_threads is not None:
+    @overload(get_num_threads)
+    def _get_num_threads_compiled():
+        return lambda: np.int32(_iget_num_threads())  # the same C function, linked by name
 
 
 class _CacheableNumba(ModuleType):
@@ -76,9 +80,15 @@ def cache_pynndescent() -> None:
     """Turn numba's on-disk cache on for every compiled function of pynndescent (it caches only some), so that a new
     process loads them instead of compiling them again. For the functions that take the distance function ``dist``
     and for ``nn_descent``, numba can do so only with :func:`_reduce_dispatcher_type` and :class:`_CacheableNumba`
-    (installed here, in pynndescent's modules)."""
+    (installed here, in pynndescent's modules; the pickle reducer is registered for every numba Dispatcher type of
+    the process). Where numba lacks the internals this needs, it warns once and leaves pynndescent as it is."""
     global _cached
     if _cached:
+        return
+    _cached = True
+    if _launch_threads is None:
+        user_warning(f"numba {numba.__version__} lacks the internals onmsc_dask.warmup uses: pynndescent's JIT is "
+                     "compiled in every process (about 2 min on 2 cores)")
         return
     from numba.core.dispatcher import Dispatcher
 
@@ -94,7 +104,6 @@ def cache_pynndescent() -> None:
             for obj in list(vars(module).values()):
                 if isinstance(obj, Dispatcher) and type(obj._cache).__name__ == "NullCache":
                     obj.enable_caching()
-    _cached = True
 
 
 def warm_pynndescent() -> float:

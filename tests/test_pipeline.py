@@ -101,3 +101,33 @@ def test_float32_views_stay_float32_in_the_anchor_chain():
     assert f32.extension_.views[0].landmarks.dtype == np.float32  # k-means of the float32 sample
     assert f64.extension_.views[0].landmarks.dtype == np.float64
     assert np.mean(f32.labels_ == f64.labels_) > 0.99
+
+
+def test_cache_of_a_store_follows_a_store_written_again_at_the_same_path(tmp_path):
+    """A cache copied from an input store is reused while that store is the same, and recomputed once a store with
+    other views is written at the same path (its content_id changes), never fitted on the stale copy."""
+    views, y = _views()
+    path, cache = tmp_path / "v.zarr", tmp_path / "c.zarr"
+    est = ONMSC(10, n_init=3, random_state=0, cache=cache, **SOLVERS["anchor"])
+    est.fit(MultiViewStore.create(path, views, y, chunk_rows=128))
+    assert est.fit(MultiViewStore(path)).computed_stages_ == []
+    other = [X[::-1].copy() for X in views]
+    est.fit(MultiViewStore.create(path, other, y[::-1], chunk_rows=128, overwrite=True))
+    assert est.computed_stages_ == list(STAGES)
+    np.testing.assert_array_equal(MultiViewStore(cache).read_view(0), other[0])
+
+
+def test_cache_never_overwrites_a_store_or_files_it_did_not_make(tmp_path):
+    """cache= naming a user's store (not made as a cache) or a directory with files is an error, and both are left
+    as they were."""
+    views, y = _views()
+    store = MultiViewStore.create(tmp_path / "data.zarr", views, y, chunk_rows=128)
+    with pytest.raises(ValueError, match="is a MultiViewStore not made as a cache"):
+        ONMSC(10, cache=store.path, **SOLVERS["anchor"]).fit([X[:400] for X in views])
+    np.testing.assert_array_equal(MultiViewStore(store.path).read_view(0), views[0])
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds something that is not a MultiViewStore"):
+        ONMSC(10, cache=folder, **SOLVERS["anchor"]).fit(views)
+    assert (folder / "notes.txt").read_text() == "mine"
