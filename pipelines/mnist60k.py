@@ -134,8 +134,10 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
     views = [blocks.map_blocks(f, drop_axis=2, chunks=(blocks.chunks[0], (f(images[:1]).shape[1],)),
                                dtype=np.float32) for f in (pixels, hog, dct)]
-    return MultiViewStore.create(path, views, y, view_names=list(VIEW_NAMES), chunk_rows=chunk_rows, overwrite=True,
-                                 metadata=meta | {"image_shape": {"view": 0, "shape": list(images.shape[1:])}})
+    with dask.config.set(scheduler="threads"):  # the images are in this process: built here, not shipped in a graph
+        return MultiViewStore.create(path, views, y, view_names=list(VIEW_NAMES), chunk_rows=chunk_rows,
+                                     overwrite=True,
+                                     metadata=meta | {"image_shape": {"view": 0, "shape": list(images.shape[1:])}})
 
 
 def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -238,3 +239,19 @@ def test_local_cluster_workers_are_threads_unless_processes_are_asked_for(mnist6
         (pid,) = client.run(os.getpid).values()
         (worker,) = client.scheduler_info()["workers"].values()
         assert pid != os.getpid() and worker["memory_limit"] == 2**30
+
+
+def test_views_are_built_where_the_images_are_not_shipped_in_a_graph(mnist60k, scheduler, tmp_path):
+    """build_store under a distributed client (as the pipeline and bench/scale.py call it) computes the views in
+    this process: no task graph carries the images (distributed's large-graph warning, its threshold lowered to
+    1 kB, stays silent) and the store holds the views of the images."""
+    import dask
+    from distributed import Client
+
+    data = mnist_dir(tmp_path / "data")
+    with Client(scheduler), dask.config.set({"distributed.admin.large-graph-warning-threshold": "1kB"}):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*large graph.*")
+            store = mnist60k.build_store(data, tmp_path / "v.zarr", None, 100)
+    images = read_idx(data / "train-images-idx3-ubyte.gz")
+    np.testing.assert_allclose(store.read_view(1), mnist60k.hog(images), rtol=1e-6)
