@@ -140,7 +140,6 @@ def test_profile_cold_counts_the_cpu_of_started_processes():
     """bench/profile_cold.py's CPU seconds include a child process's (LocalCluster worker processes are children),
     and its phases are the intervals between consecutive marks."""
     import subprocess
-    import time
 
     from profile_cold import Marks, cpu_seconds
 
