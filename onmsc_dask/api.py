@@ -18,16 +18,15 @@ from .assign import assign_labels, readout, refine_labels
 from .cluster import persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
-from .graph import (build_graph, default_n_neighbors, metric_from_values, n_components, rank_consensus_affinity,
-                    ranked_neighbors_count, resolve_graph_inputs, smallest_cluster_neighbors, usable_graphs, value_summary,
-                    view_graphs, giant_cluster)
+from .graph import (build_graph, default_n_neighbors, n_components, rank_consensus_affinity,
+                    ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
+                    usable_graphs, view_facts, view_graphs, giant_cluster)
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
 from .selection import distortion, fuse
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
                          check_tol, check_view, check_view_names, fit_seeds, informative_views, keep_informative,
-                         metric_list, n_distinct, row_ids, user_warning, view_label, view_list, warn_zero_rows,
-                         zero_rows)
+                         metric_list, n_distinct, user_warning, view_label, view_list)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -112,13 +111,8 @@ def _load_view(source, p: int, names: list[str] | None):
 
 
 def _view_facts(X) -> dict | str:
-    """What the client needs of a view loaded on a worker: rows, features, value summary, all-zero rows and row
-    ids (a constant view: its message)."""
-    if isinstance(X, str):
-        return X
-    zr = zero_rows(X)
-    return {"n": X.shape[0], "d": X.shape[1], "summary": value_summary(X), "zero_rows": (int(zr.size), zr[:5].tolist()),
-            "row_ids": row_ids(X)}
+    """graph.view_facts of a view loaded on a worker (a constant view: its message)."""
+    return X if isinstance(X, str) else view_facts(X)
 
 
 def _load_on_workers(inputs, names: list[str] | None, n_clusters: int) -> tuple[list, list, list[int]]:
@@ -140,16 +134,11 @@ def _load_on_workers(inputs, names: list[str] | None, n_clusters: int) -> tuple[
 
 def _facts_inputs(loaded: list, facts: list[dict], n_clusters: int, n_neighbors: int | None, metric,
                   names: list[str] | None) -> _GraphInputs:
-    """graph.resolve_graph_inputs for views loaded on the workers, from their facts (_view_facts)."""
-    n = facts[0]["n"]
-    k = check_n_clusters(n_clusters, n)
-    check_n_distinct(n_distinct([f["row_ids"] for f in facts], k), k)
-    N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
-    metrics = [metric_from_values(m, *f["summary"], f["d"], view_label(p, names))
-               for p, (f, m) in enumerate(zip(facts, metric_list(metric, len(facts))))]
-    for p, (f, m) in enumerate(zip(facts, metrics)):
-        warn_zero_rows(*f["zero_rows"], m, view_label(p, names))
-    return _GraphInputs(loaded, None, n, k, N, metrics)
+    """graph.resolve_view_inputs for views loaded on the workers, from their facts (_view_facts)."""
+    k, N, metrics = resolve_view_inputs(
+        facts, n_clusters, n_neighbors, metric, names,
+        lambda k: check_n_distinct(n_distinct([f["row_ids"] for f in facts], k), k))
+    return _GraphInputs(loaded, None, facts[0]["n"], k, N, metrics)
 
 
 def _n_features(views) -> np.ndarray:

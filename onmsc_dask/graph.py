@@ -4,7 +4,7 @@ Equation numbers refer to the numbered equations of the ONMSC paper in source or
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -505,20 +505,36 @@ def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: i
     return knn_affinity(ind[:, :n_neighbors], dist[:, :n_neighbors]), (ind, dist)
 
 
+def view_facts(X, with_row_ids: bool = True) -> dict:
+    """What resolve_view_inputs needs of a view (computed where the view is): rows, features, value summary,
+    all-zero rows and, with ``with_row_ids``, the row ids of its distinct rows."""
+    zr = zero_rows(X)
+    facts = {"n": X.shape[0], "d": X.shape[1], "summary": value_summary(X), "zero_rows": (int(zr.size), zr[:5].tolist())}
+    return {**facts, "row_ids": row_ids(X)} if with_row_ids else facts
+
+
+def resolve_view_inputs(facts: list[dict], n_clusters: int, n_neighbors: int | None, metric,
+                        view_names: Sequence[str] | None, check_distinct: Callable[[int], None]):
+    """k, N (``default_n_neighbors`` when None) and one resolved metric per view from the views' ``facts``
+    (view_facts), ``check_distinct(k)`` raising when fewer than k samples differ; warns of all-zero rows."""
+    n = facts[0]["n"]
+    k = check_n_clusters(n_clusters, n)
+    check_distinct(k)
+    N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
+    metrics = [metric_from_values(m, *f["summary"], f["d"], label=view_label(p, view_names))
+               for p, (f, m) in enumerate(zip(facts, metric_list(metric, len(facts))))]
+    for p, (f, m) in enumerate(zip(facts, metrics)):
+        warn_zero_rows(*f["zero_rows"], m, view_label(p, view_names))
+    return k, N, metrics
+
+
 def resolve_graph_inputs(views, n_clusters: int, n_neighbors: int | None, metric,
                          view_names: Sequence[str] | None = None):
     """Validated views, k, N (``default_n_neighbors`` when None) and one resolved metric per view; messages name
     the views by ``view_names`` when given."""
     views = check_views(views, view_names)
-    n = views[0].shape[0]
-    k = check_n_clusters(n_clusters, n)
-    check_distinct_samples(views, k)
-    N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
-    metrics = [resolve_metric(X, m, view_label(p, view_names))
-               for p, (X, m) in enumerate(zip(views, metric_list(metric, len(views))))]
-    for p, (X, m) in enumerate(zip(views, metrics)):
-        zr = zero_rows(X)
-        warn_zero_rows(zr.size, zr[:5].tolist(), m, view_label(p, view_names))
+    k, N, metrics = resolve_view_inputs([view_facts(X, with_row_ids=False) for X in views], n_clusters, n_neighbors,
+                                        metric, view_names, lambda k: check_distinct_samples(views, k))
     return views, k, N, metrics
 
 
