@@ -252,7 +252,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
     ----------
     n_clusters : number of clusters k.
     n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)`` and, on kNN graphs,
-        refits late fusion with half the smallest cluster found when that is smaller, keeping the tighter H*, and
+        refits late fusion with half the smallest cluster found when that holds at most N samples, keeping the
+        tighter H*, and
         first, when one cluster found holds more than half the samples (k >= 3), with N doubled, keeping that
         refit if it has no such giant cluster (``n_neighbors_tried_``; early fusion uses the N this settles on;
         docs/defaults.md).
@@ -575,7 +576,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                  report: Callable[[str], None]) -> None:
         """Default N, from the cluster sizes the fit found (docs/defaults.md). A giant cluster (graph.giant_cluster):
         refit with 2N, kept if it has none (a dominant class stays one cluster at 2N too). Then, unless that refit was
-        kept, clusters smaller than twice N: refit with N from the smallest one (graph.smallest_cluster_neighbors),
+        kept, a cluster of at most N samples: refit with N from the smallest one (graph.smallest_cluster_neighbors),
         keeping the fit whose read-out (assign.readout: H*, or T when wider than k) has the lower k-means distortion
         (selection.distortion, as in the "select" search). ``n_neighbors_tried_`` maps each N fitted to that
         distortion (empty when no refit was needed, None for a refit that failed its input checks)."""
@@ -613,7 +614,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                       f"{np.bincount(other.labels_).max() / n:.0%}") + f" at N = {N1}")
         N1 = smallest_cluster_neighbors(first.labels_, k, N0)
         if kept is first and N1 != N0:
-            report(f"a cluster smaller than 2N = {2 * N0} found: refitting with N = {N1} (docs/defaults.md)")
+            report(f"a cluster of at most N = {N0} samples found: refitting with N = {N1} (docs/defaults.md)")
             other = refit(N1)
             tried = {**tried, N0: tried.get(N0) or score(first), N1: score(other)}
             if other is not None and tried[N1] < tried[N0]:

@@ -80,9 +80,11 @@ def default_n_neighbors(n_samples: int, n_clusters: int) -> int:
 
 def smallest_cluster_neighbors(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
     """The rule of default_n_neighbors applied to the smallest cluster of a first clustering instead of the mean
-    one: half its size, within [5, n_neighbors]. Smaller than n_neighbors when that clustering found clusters
-    smaller than twice n_neighbors (imbalanced classes), whose points would otherwise need neighbours outside."""
+    one, half its size within [5, n_neighbors], when that cluster holds at most n_neighbors samples (imbalanced
+    classes), so its points cannot have their neighbours inside it; else n_neighbors (docs/defaults.md)."""
     smallest = np.bincount(labels, minlength=n_clusters).min()
+    if smallest > n_neighbors:
+        return n_neighbors
     return int(min(n_neighbors, max(5, round(smallest / 2))))
 
 

@@ -605,8 +605,8 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
 
 
 def test_default_neighbours_refit_for_small_clusters():
-    """With imbalanced clusters (12 points next to 2 x 90) the default N = 15 exceeds half the small cluster: the
-    fit is redone with N from the smallest cluster found and the one with the tighter H* is kept; the result is
+    """With imbalanced clusters (12 points next to 2 x 90) the first fit at the default N = 15 finds a cluster of at
+    most 15 points, which cannot hold its points' neighbours: the fit is redone with N from the smallest cluster found and the one with the tighter H* is kept; the result is
     the fit with that N given explicitly. An explicit N is never changed."""
     from onmsc_dask.graph import smallest_cluster_neighbors
     from onmsc_dask.selection import distortion
@@ -614,9 +614,11 @@ def test_default_neighbours_refit_for_small_clusters():
     assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 12]), 3, 15) == 6
     assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 4]), 3, 15) == 5  # at least 5
     assert smallest_cluster_neighbors(np.repeat([0, 1], [50, 60]), 2, 15) == 15  # at most the default
+    assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 15]), 3, 15) == 8  # at most N samples: fires
+    assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 16]), 3, 15) == 15  # more than N: it does not
     rng = np.random.default_rng(3)
     y = np.repeat([0, 1, 2], [90, 90, 12])
-    centres = rng.normal(size=(3, 6)) * 1.5
+    centres = rng.normal(size=(3, 6)) * 2
     views = [centres[y] + rng.normal(size=(len(y), 6)),
              centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
     lines = []
@@ -627,11 +629,11 @@ def test_default_neighbours_refit_for_small_clusters():
     assert est.n_neighbors_ == min(est.n_neighbors_tried_, key=est.n_neighbors_tried_.get)
     # the progress lines: the first fit's stages, the refit's (prefixed with its N), then the decision
     assert lines[0].startswith("graphs and embeddings: 2 views as Dask tasks (exact solver, N = 15, orders 1..2")
-    assert lines[4] == f"a cluster smaller than 2N = 30 found: refitting with N = {N1} (docs/defaults.md)"
+    assert lines[4] == f"a cluster of at most N = 15 samples found: refitting with N = {N1} (docs/defaults.md)"
     assert [line.split(":")[0] for line in lines[5:9]] == [f"  N = {N1}"] * 4
     assert lines[-2].startswith(f"kept N = {est.n_neighbors_}: k-means distortion ") and len(lines) == 11
     assert lines[-1].startswith("label refinement: ")  # once, on the kept fit
-    again = ONMSC(3, n_neighbors=est.n_neighbors_, random_state=0).fit(views)
+    again = ONMSC(3, n_neighbors=est.n_neighbors_, refine=True, random_state=0).fit(views)
     assert again.n_neighbors_tried_ == {}
     np.testing.assert_array_equal(again.labels_, est.labels_)
     seed = np.random.SeedSequence(0).generate_state(1)[0]
@@ -639,6 +641,19 @@ def test_default_neighbours_refit_for_small_clusters():
     assert early.n_neighbors_ == est.n_neighbors_ and early.n_neighbors_tried_ == est.n_neighbors_tried_
     best = min(est.n_neighbors_tried_.values())
     assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(best)
+
+
+def test_default_neighbours_no_refit_for_a_cluster_larger_than_n():
+    """A smallest cluster of more than N samples (24 points next to 2 x 90, N = 15: below 2N, but its points can have
+    their 15 neighbours inside it) leaves the first fit alone: the labels are those of N = 15 given explicitly."""
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1, 2], [90, 90, 24])
+    centres = rng.normal(size=(3, 6)) * 3
+    views = [centres[y] + rng.normal(size=(len(y), 6)),
+             centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
+    est = ONMSC(3, random_state=0).fit(views)
+    assert 15 < np.bincount(est.labels_).min() < 30 and est.n_neighbors_ == 15 and est.n_neighbors_tried_ == {}
+    np.testing.assert_array_equal(est.labels_, ONMSC(3, n_neighbors=15, random_state=0).fit(views).labels_)
 
 
 def _tight_groups() -> list[np.ndarray]:
@@ -692,15 +707,15 @@ def test_repeated_fits_give_the_same_labels_on_any_blas_threads():
 
 
 def test_giant_cluster_refit_keeps_a_dominant_class():
-    """A class of 200 samples next to two of 24 is a giant cluster too; at N = 30 it stays one, so that refit is not
-    kept and the small-cluster refit decides, between N = 15 and N = 12, by the distortion as without the rule."""
+    """A class of 200 samples next to two of 12 is a giant cluster too; at N = 30 it stays one, so that refit is not
+    kept and the small-cluster refit decides, between N = 15 and N = 6, by the distortion as without the rule."""
     rng = np.random.default_rng(0)
-    y = np.repeat([0, 1, 2], [200, 24, 24])
+    y = np.repeat([0, 1, 2], [200, 12, 12])
     centres = rng.standard_normal((3, 10)) * 2.5
     views = [centres[y] + rng.standard_normal((len(y), 10)), centres[y][:, ::-1] + rng.standard_normal((len(y), 10))]
     est = ONMSC(3, random_state=0).fit(views)
-    assert set(est.n_neighbors_tried_) == {15, 30, 12}
-    assert est.n_neighbors_ == min((15, 12), key=est.n_neighbors_tried_.get)
+    assert set(est.n_neighbors_tried_) == {15, 30, 6}
+    assert est.n_neighbors_ == min((15, 6), key=est.n_neighbors_tried_.get)
     assert np.bincount(est.labels_).max() == 200
 
 
@@ -717,7 +732,7 @@ def test_default_neighbours_refit_reads_the_views_once_and_never_fails_the_fit()
     np.testing.assert_array_equal(est.labels_, ONMSC(2, n_neighbors=15, random_state=0).fit([X, twin]).labels_)
 
     calls = []
-    y = np.repeat([0, 1, 2], [200, 16, 16])
+    y = np.repeat([0, 1, 2], [200, 12, 12])
     centres = rng.standard_normal((3, 10)) * 2.2
     arrays = [centres[y] + rng.standard_normal((len(y), 10)), centres[y][:, ::-1] + rng.standard_normal((len(y), 10))]
     views = [da.from_delayed(dask.delayed(lambda a: calls.append(1) or a, pure=False)(a), a.shape, a.dtype)

@@ -45,7 +45,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert report["resolved"]["n_clusters"] == 10 and report["resolved"]["n_workers"] == 2
     assert report["resolved"]["embedding"] == "exact" and report["resolved"]["pipeline"] == "in_memory"
     assert report["resolved"]["related_views"] == [True, True, True]
-    assert report["resolved"]["n_neighbors_tried"] == {}  # digits' clusters are all larger than 2N
+    assert report["resolved"]["n_neighbors_tried"] == {}  # digits' clusters are all larger than N
     assert report["resolved"]["consensus_graph"] == "rank"  # F's graph (docs/defaults.md)
     # refine="auto": the labels of kNN graphs are the k-means labels (docs/defaults.md)
     assert report["parameters"]["refine"] == "auto" and report["refinement_objective"] == []
