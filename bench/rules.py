@@ -230,14 +230,10 @@ def _standardized_euclidean():
     return prepare
 
 
-def _refit_below_n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
-    """graph.smallest_cluster_neighbors, firing only when the smallest cluster found has at most N samples (its
-    points cannot have their N neighbours inside it), not below 2N."""
-    from onmsc_dask.graph import smallest_cluster_neighbors
-
-    if np.bincount(labels, minlength=n_clusters).min() > n_neighbors:
-        return n_neighbors
-    return smallest_cluster_neighbors(labels, n_clusters, n_neighbors)
+def _refit_below_2n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
+    """graph.smallest_cluster_neighbors as it was until commit 0de2cdc: firing for a smallest cluster found below 2N
+    (half its size below N), not only for one of at most N samples."""
+    return int(min(n_neighbors, max(5, round(np.bincount(labels, minlength=n_clusters).min() / 2))))
 
 
 #: variants of the defaults: name -> (patches of package attributes, ONMSC keyword arguments)
@@ -256,7 +252,7 @@ VARIANTS = {
     "keep unrelated": ({}, {"drop_unrelated_views": False}),
     "sublinear term weights": ({"graph.metric_for": _sublinear_term_weights}, {}),
     "standardized euclidean views": ({"graph._prepare": _standardized_euclidean()}, {}),
-    "small-cluster refit below N": ({"api.smallest_cluster_neighbors": _refit_below_n}, {}),
+    "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
 }
 
 

@@ -606,8 +606,9 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
 
 def test_default_neighbours_refit_for_small_clusters():
     """With imbalanced clusters (12 points next to 2 x 90) the first fit at the default N = 15 finds a cluster of at
-    most 15 points, which cannot hold its points' neighbours: the fit is redone with N from the smallest cluster found and the one with the tighter H* is kept; the result is
-    the fit with that N given explicitly. An explicit N is never changed."""
+    most 15 points, which cannot hold its points' neighbours: the fit is redone with N from the smallest cluster
+    found and the one with the tighter H* is kept; the result is the fit with that N given explicitly. An explicit N
+    is never changed."""
     from onmsc_dask.graph import smallest_cluster_neighbors
     from onmsc_dask.selection import distortion
 
