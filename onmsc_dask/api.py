@@ -22,7 +22,7 @@ from .graph import (build_graph, default_n_neighbors, n_components, rank_consens
                     ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
                     usable_graphs, view_facts, view_graphs, giant_cluster)
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
-from .selection import distortion, fuse
+from .selection import fuse, sample_costs, significantly_tighter
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
                          check_tol, check_view, check_view_names, fit_seeds, informative_views, keep_informative,
@@ -252,8 +252,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
     ----------
     n_clusters : number of clusters k.
     n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)`` and, on kNN graphs,
-        refits late fusion with half the smallest cluster found when that holds at most N samples, keeping the
-        tighter H*, and
+        refits late fusion with half the smallest cluster found when that holds at most N samples, keeping it
+        if its H* is significantly tighter, and
         first, when one cluster found holds more than half the samples (k >= 3), with N doubled, keeping that
         refit if it has no such giant cluster (``n_neighbors_tried_``; early fusion uses the N this settles on;
         docs/defaults.md).
@@ -577,16 +577,22 @@ class ONMSC(ClusterMixin, BaseEstimator):
         """Default N, from the cluster sizes the fit found (docs/defaults.md). A giant cluster (graph.giant_cluster):
         refit with 2N, kept if it has none (a dominant class stays one cluster at 2N too). Then, unless that refit was
         kept, a cluster of at most N samples: refit with N from the smallest one (graph.smallest_cluster_neighbors),
-        keeping the fit whose read-out (assign.readout: H*, or T when wider than k) has the lower k-means distortion
-        (selection.distortion, as in the "select" search). ``n_neighbors_tried_`` maps each N fitted to that
-        distortion (empty when no refit was needed, None for a refit that failed its input checks)."""
+        keeping the refit if its read-out (assign.readout: H*, or T when wider than k) is significantly tighter: the
+        k-means costs of its rows lower than the first fit's beyond noise (selection.significantly_tighter; their mean
+        is the distortion of the "select" search). ``n_neighbors_tried_`` maps each N fitted to that distortion (empty
+        when no refit was needed, None for a refit that failed its input checks)."""
         k, N0, n = self.n_clusters, self.n_neighbors_, len(self.labels_)
         t0, first_timings = time.perf_counter(), self.timings_
         seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for every score
 
+        costs = {}  # per-sample k-means costs of each N's read-out (selection.sample_costs; their mean is reported)
+
         def score(fit: ONMSC | None) -> float | None:
-            return None if fit is None else distortion(readout(fit.embedding_, fit.fusion_target_, k), k,
-                                                       np.random.default_rng(seed))
+            if fit is None:
+                return None
+            costs[fit.n_neighbors_] = sample_costs(readout(fit.embedding_, fit.fusion_target_, k), k,
+                                                   np.random.default_rng(seed))
+            return float(costs[fit.n_neighbors_].mean())
 
         def refit(N: int) -> ONMSC | None:
             try:
@@ -617,7 +623,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             report(f"a cluster of at most N = {N0} samples found: refitting with N = {N1} (docs/defaults.md)")
             other = refit(N1)
             tried = {**tried, N0: tried.get(N0) or score(first), N1: score(other)}
-            if other is not None and tried[N1] < tried[N0]:
+            if other is not None and significantly_tighter(costs[N1], costs[N0]):
                 kept = other
             report(f"kept N = {kept.n_neighbors_}: k-means distortion "
                    + ", ".join(f"{d:.4f} at N = {N}" if d is not None else f"N = {N} failed its input checks"

@@ -363,7 +363,7 @@ def test_wide_fits_score_their_read_out(monkeypatch):
     early fusion's preliminary late fit stays k wide (its embeddings judge early fusion's k-wide graphs)."""
     views, _ = _wide_blobs()
     scored, early_inputs = [], []
-    monkeypatch.setattr(api, "distortion", lambda X, k, rng: scored.append(X) or 0.0)
+    monkeypatch.setattr(api, "sample_costs", lambda X, k, rng: scored.append(X) or np.zeros(len(X)))
     monkeypatch.setattr(api, "smallest_cluster_neighbors", lambda labels, k, N: N - 1)  # force the refit
     with dask.config.set(scheduler="sync"):
         est = ONMSC(2, random_state=0).fit(views)
@@ -617,11 +617,7 @@ def test_default_neighbours_refit_for_small_clusters():
     assert smallest_cluster_neighbors(np.repeat([0, 1], [50, 60]), 2, 15) == 15  # at most the default
     assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 15]), 3, 15) == 8  # at most N samples: fires
     assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 16]), 3, 15) == 15  # more than N: it does not
-    rng = np.random.default_rng(3)
-    y = np.repeat([0, 1, 2], [90, 90, 12])
-    centres = rng.normal(size=(3, 6)) * 2
-    views = [centres[y] + rng.normal(size=(len(y), 6)),
-             centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
+    views = _imbalanced_views(12, 2.0)
     lines = []
     est = ONMSC(3, refine=True, random_state=0).fit(views, progress=lines.append)
     first = ONMSC(3, n_neighbors=15, refine=False, random_state=0).fit(views)  # the refit reads k-means labels
@@ -644,14 +640,39 @@ def test_default_neighbours_refit_for_small_clusters():
     assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(best)
 
 
+def test_refit_kept_only_when_significantly_tighter(monkeypatch):
+    """A refit whose read-out is tighter only within the noise of the per-sample k-means costs is not kept, although
+    its distortion (their mean) is lower; one tighter by a clear margin is."""
+    from onmsc_dask.selection import significantly_tighter
+
+    rng = np.random.default_rng(0)
+    reference = rng.uniform(0.1, 0.5, 192)  # one cost per sample of the views below
+    assert significantly_tighter(reference - 0.05, reference)
+    noisy = reference - 0.002 + rng.normal(0, 0.05, 192)
+    assert noisy.mean() < reference.mean() and not significantly_tighter(noisy, reference)
+    assert not significantly_tighter(reference, reference)
+    views = _imbalanced_views(12, 2.0)
+    costs = iter([reference, noisy])  # the first fit's, then the refit's
+    monkeypatch.setattr(api, "sample_costs", lambda X, k, rng: next(costs))
+    est = ONMSC(3, random_state=0).fit(views)
+    tried = est.n_neighbors_tried_
+    assert len(tried) == 2 and min(tried, key=tried.get) != 15 and est.n_neighbors_ == 15
+    np.testing.assert_array_equal(est.labels_, ONMSC(3, n_neighbors=15, random_state=0).fit(views).labels_)
+
+
+def _imbalanced_views(small: int, spread: float, seed: int = 3) -> list[np.ndarray]:
+    """Two views of 3 classes, 90 + 90 + ``small`` samples, centres scaled by ``spread``."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1, 2], [90, 90, small])
+    centres = rng.normal(size=(3, 6)) * spread
+    return [centres[y] + rng.normal(size=(len(y), 6)),
+            centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
+
+
 def test_default_neighbours_no_refit_for_a_cluster_larger_than_n():
     """A smallest cluster of more than N samples (24 points next to 2 x 90, N = 15: below 2N, but its points can have
     their 15 neighbours inside it) leaves the first fit alone: the labels are those of N = 15 given explicitly."""
-    rng = np.random.default_rng(3)
-    y = np.repeat([0, 1, 2], [90, 90, 24])
-    centres = rng.normal(size=(3, 6)) * 3
-    views = [centres[y] + rng.normal(size=(len(y), 6)),
-             centres[y] @ rng.normal(size=(6, 5)) + rng.normal(size=(len(y), 5))]
+    views = _imbalanced_views(24, 3.0)
     est = ONMSC(3, random_state=0).fit(views)
     assert 15 < np.bincount(est.labels_).min() < 30 and est.n_neighbors_ == 15 and est.n_neighbors_tried_ == {}
     np.testing.assert_array_equal(est.labels_, ONMSC(3, n_neighbors=15, random_state=0).fit(views).labels_)
