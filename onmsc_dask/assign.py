@@ -25,7 +25,8 @@ def assign_labels(H: np.ndarray, n_clusters: int, *, n_init: int = 10, row_norma
                   random_state: int | None = None) -> tuple[np.ndarray, float]:
     """k-means on (row-normalized) H with ``n_init`` restarts; returns labels and the kept inertia."""
     X = normalize_rows(H) if row_normalize else H
-    km = KMeans(n_clusters, n_init=n_init, random_state=random_state).fit(X)
+    # copy_x=False: k-means centres X in place (X is H's normalized copy) instead of copying it (the same numbers)
+    km = KMeans(n_clusters, n_init=n_init, random_state=random_state, copy_x=not row_normalize).fit(X)
     return km.labels_.astype(np.int64), float(km.inertia_)
 
 
@@ -89,12 +90,13 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
                        for L, w, v, d in zip(state.links, state.within, volume, degrees))
         best = distance.argmin(axis=1)
         moved = np.where(distance[rows, best] < distance[rows, labels], best, labels)  # ties stay
+        del distance, state  # not needed by the step's partition, which replaces them (peak memory)
         if np.array_equal(moved, labels) or np.bincount(moved, minlength=k).min() == 0:
             break
-        candidate = _partition(products, degrees, moved, k)
-        if candidate.association <= trace[-1]:
+        state = _partition(products, degrees, moved, k)
+        if state.association <= trace[-1]:
             break
-        labels, state = moved, candidate
+        labels = moved
         trace.append(state.association)
         if converged(trace[-2], trace[-1], tol):
             break
