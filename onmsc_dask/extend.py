@@ -10,10 +10,12 @@ matrix of landmarks chosen for the purpose (``regression_map``), an approximatio
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from .assign import normalize_rows
 from .cluster import scattered
@@ -155,8 +157,21 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H:
 
 # ------------------------------------------------------------------ inputs
 
-#: rows of numpy / sparse input handled at once (bounds the n x m distances of the landmark search)
+#: most rows of numpy / sparse input handled at once (bounds the n x m distances of the landmark search)
 BLOCK_ROWS = 8192
+
+
+def _threads() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _row_blocks(n: int, threads: int) -> list[tuple[int, int]]:
+    """(start, stop) of equal row blocks of at most BLOCK_ROWS rows, as many as a multiple of ``threads``."""
+    count = -(-max(n, 1) // BLOCK_ROWS)
+    count = min(max(n, 1), -(-count // threads) * threads)
+    bounds = np.linspace(0, n, count + 1).astype(int)
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
 def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> list:
@@ -195,7 +210,8 @@ def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.
 
 def apply(ext: Extension, views, method: str, n_features: list[int], names: list[str] | None = None,
           storage_options: dict | None = None):
-    """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out), dask arrays (dask out,
+    """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out; row blocks on one thread per
+    core), dask arrays (dask out,
     computed chunk by chunk, row-chunked like the first view), or a MultiViewStore, its path or URL (numpy out,
     each stored row chunk read and mapped by one task)."""
     import dask
@@ -224,10 +240,14 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
                                                                                      dtype=np.float64)
         return da.map_blocks(_block, scattered(ext, broadcast=True), method, *views,
                              meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
-    n = views[0].shape[0]
-    return np.concatenate([_block(ext, method, *(X[s:s + BLOCK_ROWS] for X in views))
-                           for s in range(0, n, BLOCK_ROWS)]) if n else (
-        np.empty(0, np.int64) if method == "predict" else np.empty((0, width)))
+    n, threads = views[0].shape[0], _threads()
+    if not n:
+        return np.empty(0, np.int64) if method == "predict" else np.empty((0, width))
+    # one thread per core, each with a one-thread BLAS: the landmark search's GEMM and the rest of each block (argmin,
+    # distances, sparse products) run in parallel, with less CPU than one BLAS spread over the cores
+    with threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
+        return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views)),
+                                            _row_blocks(n, threads))))
 
 
 @dataclass
