@@ -123,8 +123,9 @@ class Extension:
 
 
 def polar_transform(T: np.ndarray) -> np.ndarray:
-    """R with polar(T) = T R: V diag(1/sigma) V^T from the SVD T = U diag(sigma) V^T."""
-    _, sigma, Vt = np.linalg.svd(T, full_matrices=False)
+    """R with polar(T) = T R: V diag(1/sigma) V^T from the SVD T = U diag(sigma) V^T, whose sigma and V are those of
+    T's width x width QR factor (no n x width U, nor the SVD's n x width buffers)."""
+    _, sigma, Vt = np.linalg.svd(np.linalg.qr(T, mode="r"))
     return (Vt.T / np.maximum(sigma, np.finfo(float).tiny)) @ Vt
 
 
@@ -136,8 +137,8 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H:
     fusion.LateFusionResult ``fused`` of the views ``used`` (indices), lambda1 and the final labels. ``anchor``:
     the Z are the view graphs (exact maps), else regressions; ``refined``: predict by the refinement's step."""
     fit_map = anchor_map if anchor else regression_map
-    Z_avg = sp.hstack([graphs[p][1] for p in used]).tocsr() / len(used)
-    F_map, offsets = fit_map(Z_avg, F), np.cumsum([0] + [graphs[p][1].shape[1] for p in used])
+    F_map = fit_map(_average_anchor_matrix([graphs[p][1] for p in used]), F)
+    offsets = np.cumsum([0] + [graphs[p][1].shape[1] for p in used])
     views: list[ViewExtension | None] = [None] * len(graphs)
     for i, p in enumerate(used):
         landmarks, Z, metric, r = graphs[p]
@@ -148,11 +149,18 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H:
                 M = fit_map(Z, H[p, o])
             P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]
         views[p] = ViewExtension(landmarks, metric, r, P, refinement_map(Z, labels, k) if refined else None)
-    readout_target = fused.embedding.shape[1] > k
+    readout_target, to_embedding = fused.embedding.shape[1] > k, polar_transform(fused.target)
     R = normalize_rows(fused.target if readout_target else fused.embedding)
     centres = np.stack([R[labels == c].mean(axis=0) if np.any(labels == c) else np.full(R.shape[1], np.inf)
                         for c in range(k)])
-    return Extension(views, polar_transform(fused.target), readout_target, centres)
+    return Extension(views, to_embedding, readout_target, centres)
+
+
+def _average_anchor_matrix(Zs: list[sp.csr_matrix]) -> sp.csr_matrix:
+    """[Z_1 ... Z_v] / v, the anchor matrix of the views' average graph, scaled in place (one n x v m copy)."""
+    Z = sp.hstack(Zs, format="csr", dtype=np.float64)
+    Z.data *= 1.0 / len(Zs)  # as Z / v computes it
+    return Z
 
 
 # ------------------------------------------------------------------ inputs
