@@ -450,7 +450,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if self.fusion == "early":
                 self._fit_early(views, names, t0)
             elif anchor:
-                self._fit_anchor(views, names, random_state, t0, report, storage_options)
+                kept = [kept[p] for p in self._fit_anchor(views, names, random_state, t0, report, storage_options)]
                 self._finish_fit()
             else:
                 self._fit_late(graph_inputs, names, random_state, t0, report)
@@ -467,16 +467,18 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return self
 
     def _fit_anchor(self, views, names: list[str] | None, random_state: int | None, t0: float,
-                    report: Callable[[str], None], storage_options: dict | None) -> None:
+                    report: Callable[[str], None], storage_options: dict | None) -> list[int]:
         """ONMSC-LF on anchor graphs: the chain of outofcore.py over the views' row chunks (rows.py), its stages
-        resumed from and written to ``cache`` when given."""
-        from .outofcore import InMemory, run_chain, stage_parameters
+        resumed from and written to ``cache`` when given. Returns the positions of the views fitted: all, or when
+        the chain's first read finds constant views (outofcore.ConstantViews; a store's or dask arrays' values are
+        read there first), the others, the chain run again on them and each constant view left out with a warning
+        naming it (validation.keep_informative)."""
+        from .outofcore import ConstantViews, InMemory, run_chain, stage_parameters
         from .rows import array_rows, store_rows
 
         source = views if self.cache is None else cache_store(self.cache, views, names, storage_options)
-        rows = store_rows(source) if hasattr(source, "read_view") else array_rows(source)
-        rows.view_names = names
-        n, v = rows.n_samples, rows.n_views
+        stored = hasattr(source, "read_view")
+        n, n_views = (source.n_samples, source.n_views) if stored else (source[0].shape[0], len(source))
         k = check_n_clusters(self.n_clusters, n)
         self.n_neighbors_tried_ = {}
         self.n_neighbors_ = check_n_neighbors(default_n_neighbors(n, k) if self.n_neighbors is None
@@ -484,17 +486,31 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.embedding_solver_, self.consensus_graph_ = "anchor", self._consensus_graph("anchor")
         width = check_n_components(self.n_components, k, n)
         self.n_landmarks_ = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n, width)
-        warn_eigensolver_cost(self.n_landmarks_, width, v + 1)  # the m x m Grams
+        warn_eigensolver_cost(self.n_landmarks_, width, n_views + 1)  # the m x m Grams
         lambda1, lambda2 = self._lambdas(width)
-        params = stage_parameters(k, width=width, n_landmarks=self.n_landmarks_,
-                                  n_nearest_landmarks=self.n_nearest_landmarks, order=self.order,
-                                  metric=metric_list(self.metric, v), lambda1=lambda1, lambda2=lambda2, tol=self.tol,
-                                  max_iter=self.max_iter, eigenvalue_scaling=self.eigenvalue_scaling,
-                                  drop_unrelated_views=self.drop_unrelated_views, n_init=self.n_init,
-                                  refine=bool(self._refines()), random_state=random_state,
-                                  landmark_init=self.landmark_init, landmark_sample=self.landmark_sample,
-                                  method=self.anchor_method)
-        r = run_chain(rows, source if self.cache is not None else InMemory(), k, params, progress=report)
+        metrics = metric_list(self.metric, n_views)
+
+        def chain(kept: list[int]) -> tuple[Any, dict]:
+            """The chain on the views ``kept``, and its stage parameters (``views``: the kept ones, when not all)."""
+            some = len(kept) < n_views
+            rows = store_rows(source, kept) if stored else array_rows([source[p] for p in kept])
+            rows.view_names = [names[p] if names is not None else f"input view {p}" for p in kept] if some else names
+            params = stage_parameters(k, width=width, n_landmarks=self.n_landmarks_,
+                                      n_nearest_landmarks=self.n_nearest_landmarks, order=self.order,
+                                      metric=[metrics[p] for p in kept], lambda1=lambda1, lambda2=lambda2,
+                                      tol=self.tol, max_iter=self.max_iter, eigenvalue_scaling=self.eigenvalue_scaling,
+                                      drop_unrelated_views=self.drop_unrelated_views, n_init=self.n_init,
+                                      refine=bool(self._refines()), random_state=random_state,
+                                      landmark_init=self.landmark_init, landmark_sample=self.landmark_sample,
+                                      method=self.anchor_method, views=kept if some else None)
+            return run_chain(rows, source if self.cache is not None else InMemory(), k, params, progress=report), params
+
+        kept = list(range(n_views))
+        try:
+            r, params = chain(kept)
+        except ConstantViews as found:
+            kept = keep_informative([found.messages.get(p, n) for p in kept], k, names)
+            r, params = chain(kept)
         emb, fus, lab = r.embeddings, r.fusion, r.labels
         self.metric_, self.related_views_ = r.metrics, np.asarray(emb["related"], bool)
         self.view_embeddings_, self.view_eigenvalues_, self.average_embedding_ = emb["H"], emb["eigenvalues"], emb["F"]
@@ -510,6 +526,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                               for L, Z, m in zip(r.landmarks, r.graphs, r.metrics)],
                                    "scales": self._fusion_scales(), "fused": fused, "used": used}
         self.timings_, self.computed_stages_, self.stage_parameters_ = r.timings, r.computed, params["labels"]
+        return kept
 
     def _lambdas(self, width: int) -> tuple[float | str, float | str]:
         """lambda1 and lambda2 as selection.fuse takes them: numbers (``"auto"``: 1 and width * O), ``"select"``,

@@ -25,7 +25,8 @@ def assign_labels(H: np.ndarray, n_clusters: int, *, n_init: int = 10, row_norma
                   random_state: int | None = None) -> tuple[np.ndarray, float]:
     """k-means on (row-normalized) H with ``n_init`` restarts; returns labels and the kept inertia."""
     X = normalize_rows(H) if row_normalize else H
-    km = KMeans(n_clusters, n_init=n_init, random_state=random_state).fit(X)
+    # copy_x=False: k-means centres X in place (X is H's normalized copy) instead of copying it (the same numbers)
+    km = KMeans(n_clusters, n_init=n_init, random_state=random_state, copy_x=not row_normalize).fit(X)
     return km.labels_.astype(np.int64), float(km.inertia_)
 
 
@@ -67,6 +68,23 @@ def _partition(products: list[Callable[[np.ndarray], np.ndarray]], degrees: list
                       np.array([Y.T @ d for d in degrees]))
 
 
+def _distances(state: _Partition, volume: np.ndarray, degrees: list[np.ndarray]) -> np.ndarray:
+    """sum_p d_p[:, None] (w_p / v_p) / v_p - 2 L_p / v_p (n x k) of refine_labels' step, summed in place: the
+    numbers of that expression with two n x k temporaries."""
+    distance = None
+    for L, w, v, d in zip(state.links, state.within, volume, degrees):
+        term = d[:, None] * (w / v)
+        term /= v
+        twice = 2 * L
+        twice /= v
+        term -= twice
+        if distance is None:
+            distance = term
+        else:
+            distance += term
+    return distance
+
+
 def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int, *, anchor: bool = False,
                   tol: float = 1e-4, max_iter: int = REFINE_MAX_ITER) -> tuple[np.ndarray, list[float]]:
     """Labels that raise the views' summed normalized association N = sum_p sum_c assoc_p(c, c) / vol_p(c)
@@ -85,16 +103,16 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
     for _ in range(max_iter):
         # sum_p d_p,i x (squared distance of sample i to cluster c's mean in view p's kernel space, less i's own term)
         volume = np.where(state.volume > 0, state.volume, np.inf)
-        distance = sum(d[:, None] * (w / v) / v - 2 * L / v
-                       for L, w, v, d in zip(state.links, state.within, volume, degrees))
+        distance = _distances(state, volume, degrees)
         best = distance.argmin(axis=1)
         moved = np.where(distance[rows, best] < distance[rows, labels], best, labels)  # ties stay
+        del distance, state  # not needed by the step's partition, which replaces them (peak memory)
         if np.array_equal(moved, labels) or np.bincount(moved, minlength=k).min() == 0:
             break
-        candidate = _partition(products, degrees, moved, k)
-        if candidate.association <= trace[-1]:
+        state = _partition(products, degrees, moved, k)
+        if state.association <= trace[-1]:
             break
-        labels, state = moved, candidate
+        labels = moved
         trace.append(state.association)
         if converged(trace[-2], trace[-1], tol):
             break

@@ -10,10 +10,12 @@ matrix of landmarks chosen for the purpose (``regression_map``), an approximatio
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from .assign import normalize_rows
 from .cluster import scattered
@@ -121,8 +123,9 @@ class Extension:
 
 
 def polar_transform(T: np.ndarray) -> np.ndarray:
-    """R with polar(T) = T R: V diag(1/sigma) V^T from the SVD T = U diag(sigma) V^T."""
-    _, sigma, Vt = np.linalg.svd(T, full_matrices=False)
+    """R with polar(T) = T R: V diag(1/sigma) V^T from the SVD T = U diag(sigma) V^T, whose sigma and V are those of
+    T's width x width QR factor (no n x width U, nor the SVD's n x width buffers)."""
+    _, sigma, Vt = np.linalg.svd(np.linalg.qr(T, mode="r"))
     return (Vt.T / np.maximum(sigma, np.finfo(float).tiny)) @ Vt
 
 
@@ -134,8 +137,8 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H:
     fusion.LateFusionResult ``fused`` of the views ``used`` (indices), lambda1 and the final labels. ``anchor``:
     the Z are the view graphs (exact maps), else regressions; ``refined``: predict by the refinement's step."""
     fit_map = anchor_map if anchor else regression_map
-    Z_avg = sp.hstack([graphs[p][1] for p in used]).tocsr() / len(used)
-    F_map, offsets = fit_map(Z_avg, F), np.cumsum([0] + [graphs[p][1].shape[1] for p in used])
+    F_map = fit_map(_average_anchor_matrix([graphs[p][1] for p in used]), F)
+    offsets = np.cumsum([0] + [graphs[p][1].shape[1] for p in used])
     views: list[ViewExtension | None] = [None] * len(graphs)
     for i, p in enumerate(used):
         landmarks, Z, metric, r = graphs[p]
@@ -146,17 +149,37 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H:
                 M = fit_map(Z, H[p, o])
             P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]
         views[p] = ViewExtension(landmarks, metric, r, P, refinement_map(Z, labels, k) if refined else None)
-    readout_target = fused.embedding.shape[1] > k
+    readout_target, to_embedding = fused.embedding.shape[1] > k, polar_transform(fused.target)
     R = normalize_rows(fused.target if readout_target else fused.embedding)
     centres = np.stack([R[labels == c].mean(axis=0) if np.any(labels == c) else np.full(R.shape[1], np.inf)
                         for c in range(k)])
-    return Extension(views, polar_transform(fused.target), readout_target, centres)
+    return Extension(views, to_embedding, readout_target, centres)
+
+
+def _average_anchor_matrix(Zs: list[sp.csr_matrix]) -> sp.csr_matrix:
+    """[Z_1 ... Z_v] / v, the anchor matrix of the views' average graph, scaled in place (one n x v m copy)."""
+    Z = sp.hstack(Zs, format="csr", dtype=np.float64)
+    Z.data *= 1.0 / len(Zs)  # as Z / v computes it
+    return Z
 
 
 # ------------------------------------------------------------------ inputs
 
-#: rows of numpy / sparse input handled at once (bounds the n x m distances of the landmark search)
+#: most rows of numpy / sparse input handled at once (bounds the n x m distances of the landmark search)
 BLOCK_ROWS = 8192
+
+
+def _threads() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _row_blocks(n: int, threads: int) -> list[tuple[int, int]]:
+    """(start, stop) of equal row blocks of at most BLOCK_ROWS rows, as many as a multiple of ``threads``."""
+    count = -(-max(n, 1) // BLOCK_ROWS)
+    count = min(max(n, 1), -(-count // threads) * threads)
+    bounds = np.linspace(0, n, count + 1).astype(int)
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
 def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> list:
@@ -195,7 +218,8 @@ def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.
 
 def apply(ext: Extension, views, method: str, n_features: list[int], names: list[str] | None = None,
           storage_options: dict | None = None):
-    """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out), dask arrays (dask out,
+    """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out; row blocks on one thread per
+    core), dask arrays (dask out,
     computed chunk by chunk, row-chunked like the first view), or a MultiViewStore, its path or URL (numpy out,
     each stored row chunk read and mapped by one task)."""
     import dask
@@ -224,10 +248,14 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
                                                                                      dtype=np.float64)
         return da.map_blocks(_block, scattered(ext, broadcast=True), method, *views,
                              meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
-    n = views[0].shape[0]
-    return np.concatenate([_block(ext, method, *(X[s:s + BLOCK_ROWS] for X in views))
-                           for s in range(0, n, BLOCK_ROWS)]) if n else (
-        np.empty(0, np.int64) if method == "predict" else np.empty((0, width)))
+    n, threads = views[0].shape[0], _threads()
+    if not n:
+        return np.empty(0, np.int64) if method == "predict" else np.empty((0, width))
+    # one thread per core, each with a one-thread BLAS: the landmark search's GEMM and the rest of each block (argmin,
+    # distances, sparse products) run in parallel, with less CPU than one BLAS spread over the cores
+    with threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
+        return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views)),
+                                            _row_blocks(n, threads))))
 
 
 @dataclass

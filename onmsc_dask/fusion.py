@@ -72,7 +72,7 @@ def related_views(H: np.ndarray, drop: bool = True) -> tuple[np.ndarray, np.ndar
 def related_among(H: np.ndarray, usable: np.ndarray, drop: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """related_views among the views ``usable`` (indices) of H: a mask over all views (False for the others) and the
     usable views' largest shares."""
-    related, shares = related_views(views_used(H, usable), drop=drop)
+    related, shares = related_views(views_used(H[:, :1], usable), drop=drop)  # first order only: no copy of the others
     mask = np.zeros(len(H), bool)
     mask[usable[related]] = True
     return mask, shares
@@ -145,6 +145,22 @@ def eigenvalue_scaled(H: np.ndarray, eigenvalues: np.ndarray) -> np.ndarray:
     return H * np.sqrt(np.clip(eigenvalues, 0.0, None))[:, :, None, :]
 
 
+class ScaledViews:
+    """The views ``used`` (indices) of H (v, O, n, k), each block H_p^(o) times its column scales (v, O, k; None:
+    unscaled) when indexed ``[p, o]``: what late_fusion reads of eigenvalue_scaled(views_used(H, used), ...), the
+    same numbers, without an n x k copy of every view (H may be a broadcast view, as an anchor graph's orders)."""
+
+    def __init__(self, H: np.ndarray, scales: np.ndarray | None, used: np.ndarray) -> None:
+        self.H, self.scales, self.used = H, scales, np.asarray(used)
+        self.shape = (len(self.used), *H.shape[1:])
+        self.dtype = H.dtype if scales is None else np.result_type(H, scales)
+
+    def __getitem__(self, index: tuple[int, int]) -> np.ndarray:
+        p, o = index
+        block = self.H[self.used[p], o]
+        return block if self.scales is None else block * self.scales[self.used[p], o]
+
+
 @dataclass
 class LateFusionResult:
     embedding: np.ndarray  # H*, n x k
@@ -156,12 +172,15 @@ class LateFusionResult:
     converged: bool = False
 
 
-def combine(H: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """S = sum_{p,o} mu_p H_p^(o) W_p^(o), accumulated one n x k product at a time (views of weight 0 skipped)."""
-    S = np.zeros(H.shape[2:], dtype=np.result_type(H, W))
+def combine(H: np.ndarray | ScaledViews, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """S = sum_{p,o} mu_p H_p^(o) W_p^(o), accumulated one n x k product at a time, in place (views of weight 0
+    skipped)."""
+    S = np.zeros(H.shape[2:], dtype=np.result_type(H.dtype, W))
     for p in np.flatnonzero(mu):
         for o in range(H.shape[1]):
-            S += mu[p] * (H[p, o] @ W[p, o])
+            term = H[p, o] @ W[p, o]
+            term *= mu[p]
+            S += term
     return S
 
 
@@ -180,13 +199,21 @@ def converged(previous: float, current: float, tol: float) -> bool:
     return abs(current - previous) <= tol * abs(current)
 
 
-def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *, tol: float = 1e-4,
+def fusion_target(S: np.ndarray, F: np.ndarray, lambda1: float) -> np.ndarray:
+    """T = S + lambda1 F, built in one n x k buffer."""  # Eq. 12
+    T = lambda1 * F
+    T += S
+    return T
+
+
+def late_fusion(H: np.ndarray | ScaledViews, F: np.ndarray, lambda1: float, lambda2: float, *, tol: float = 1e-4,
                 max_iter: int = 100) -> LateFusionResult:
-    """Algorithm 1 on H of shape (v, O, n, k) and the consensus embedding F (n x k).
+    """Algorithm 1 on H of shape (v, O, n, k) (or ScaledViews) and the consensus embedding F (n x k).
 
     W starts as the rotation aligning each H_p^(o) to F (the paper starts at W = I, which makes the first
     H* depend on eigenvector signs), mu uniform; then W (Eq. 14), mu (Eq. 15), H* (Eqs. 12-13) until the
-    relative change of J is below ``tol``.
+    relative change of J is below ``tol``. Besides H and F it holds S, T and H* of one iteration (each n x k),
+    dropping the previous ones before the next are built.
     """
     v, O, n, k = H.shape
     if lambda2 <= 0:
@@ -195,36 +222,34 @@ def late_fusion(H: np.ndarray, F: np.ndarray, lambda1: float, lambda2: float, *,
     mu = np.full(v, 1.0 / v)
     W = np.stack([np.stack([polar(H[p, o].T @ F) for o in range(O)]) for p in range(v)])
     S = combine(H, W, mu)
-    T = S + lambda1 * F
+    T = fusion_target(S, F, lambda1)
     Hstar = polar(T)
-    result = LateFusionResult(Hstar, T, mu, W)
+    objective, n_iter, done = [], 0, False
     previous = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
     for it in range(1, max_iter + 1):
         C = np.stack([np.stack([H[p, o].T @ Hstar for o in range(O)]) for p in range(v)])  # H_p^(o)T H*, k x k
+        del S, T, Hstar  # the next iteration's replace them (peak memory)
         W = np.stack([np.stack([polar(C[p, o]) for o in range(O)]) for p in range(v)])  # Eq. 14
         a = np.einsum("pokj,pokj->p", W, C)  # tr(H*^T sum_o H_p W_p) = sum_o tr(W_p^T H_p^T H*)
         mu = simplex_qp(M, a / lambda2)  # Eq. 15 with f = a / lambda2 (the paper's lambda1 / lambda2 is a typo)
         S = combine(H, W, mu)
-        T = S + lambda1 * F
+        T = fusion_target(S, F, lambda1)
         Hstar = polar(T)  # Eq. 12, maximised by polar
         current = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
-        result.objective.append(current)
-        result.n_iter = it
+        objective.append(current)
+        n_iter = it
         if converged(previous, current, tol):
-            result.converged = True
+            done = True
             break
         previous = current
-    result.embedding, result.target, result.view_weights, result.rotations = Hstar, T, mu, W
-    return result
+    return LateFusionResult(Hstar, T, mu, W, objective, n_iter, done)
 
 
 def fuse_views(H: np.ndarray, eigenvalues: np.ndarray, F: np.ndarray, used: np.ndarray, lambda1: float,
                lambda2: float, *, eigenvalue_scaling: bool = True, tol: float = 1e-4,
                max_iter: int = 100) -> LateFusionResult:
     """late_fusion of the views `used` (indices, related_views), each H_p^(o) scaled by its eigenvalues^1/2 when
-    ``eigenvalue_scaling`` (eigenvalue_scaled); the result's weights are those of the views used (full_weights
-    spreads them over all views)."""
-    H_used = views_used(H, used)
-    if eigenvalue_scaling:
-        H_used = eigenvalue_scaled(H_used, views_used(eigenvalues, used))
-    return late_fusion(H_used, F, lambda1, lambda2, tol=tol, max_iter=max_iter)
+    ``eigenvalue_scaling`` (eigenvalue_scaled, applied block by block: ScaledViews); the result's weights are those
+    of the views used (full_weights spreads them over all views)."""
+    scales = np.sqrt(np.clip(eigenvalues, 0.0, None)) if eigenvalue_scaling else None
+    return late_fusion(ScaledViews(H, scales, used), F, lambda1, lambda2, tol=tol, max_iter=max_iter)

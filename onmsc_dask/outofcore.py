@@ -42,11 +42,11 @@ from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_ro
                        anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
                        eigvecs_from_factor, fix_signs)
 from .store import MultiViewStore
-from .validation import (DISTINCT_CHECK_ROWS, check_finite, check_int, check_n_distinct, check_not_constant,
-                         check_scale, column_range, fit_seeds, n_distinct, row_ids, row_keys, view_label,
+from .validation import (DISTINCT_CHECK_ROWS, ConstantViewError, check_finite, check_int, check_n_distinct,
+                         check_not_constant, check_scale, column_range, fit_seeds, n_distinct, row_ids, row_keys, view_label,
                          warn_zero_rows, zero_rows)
 
-__all__ = ["OutOfCoreResult", "fit_store", "run_chain", "stage_parameters", "STAGES"]
+__all__ = ["ConstantViews", "OutOfCoreResult", "fit_store", "run_chain", "stage_parameters", "STAGES"]
 
 STAGES = ("landmarks", "anchor_graph", "embeddings", "fusion", "labels")
 METHODS = ("gram", "tsqr")
@@ -134,18 +134,36 @@ def check_distinct(rows: RowChunks, n_clusters: int, client: Any = None) -> None
         check_n_distinct(n_distinct(map(_view_row_ids, views), n_clusters), n_clusters)
 
 
-def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tuple[str, int, list[int]]:
-    """The view's metric (graph.metric_from_values) from its chunk summaries, after checking it is not constant,
-    with its number of all-zero rows and the first of them."""
+class ConstantViews(ConstantViewError):
+    """Views the landmark stage found constant, by position (check_not_constant's message for each): the estimator
+    leaves them out, with a warning, and runs the chain on the others."""
+
+    def __init__(self, messages: dict[int, str]) -> None:
+        super().__init__("; ".join(messages.values()))
+        self.messages = messages
+
+
+def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tuple[str, int, list[int]] | str:
+    """The view's metric (graph.metric_from_values) from its chunk summaries, with its number of all-zero rows and
+    the first of them; or, for a constant view, check_not_constant's message."""
     rows = sum(s.rows for s in summaries)
     spread = np.max([s.col_max for s in summaries], axis=0) - np.min([s.col_min for s in summaries], axis=0)
-    check_not_constant(spread, rows, label)
+    try:
+        check_not_constant(spread, rows, label)
+    except ConstantViewError as exc:
+        return str(exc)
     check_scale(max(max(np.abs(s.col_min).max(), np.abs(s.col_max).max()) for s in summaries), label)
     resolved = metric_from_values(metric, min(s.min_value for s in summaries),
                                   sum(s.zero_fraction * s.rows for s in summaries) / rows,
                                   all(s.integer for s in summaries), spread.size, label)
     return (resolved, sum(s.n_zero_rows for s in summaries),
             [i for s in summaries for i in s.zero_row_examples][:5])
+
+
+def _view_landmarks(samples: list, n_landmarks: int, seed: int, init: str,
+                    view_metric: tuple[str, int, list[int]] | str) -> np.ndarray | None:
+    """graph.landmark_centres of a view's sample, in its metric (_view_metric); None for a constant view."""
+    return None if isinstance(view_metric, str) else landmark_centres(samples, n_landmarks, seed, init, view_metric[0])
 
 
 def _anchor_block(block: Any, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:
@@ -280,7 +298,8 @@ class _Run:
 
 def _landmarks(run: _Run, k: int) -> dict[str, Any]:
     """Stage 1: each view's metric, all-zero rows and landmarks (graph.select_landmarks, its sample read chunk by
-    chunk in parallel, with the value summaries and finiteness checks of the same read)."""
+    chunk in parallel, with the value summaries and finiteness checks of the same read). Raises ConstantViews,
+    before anything is written, when that read finds views constant."""
     rows, lp = run.rows, run.params["landmarks"]
     m, view_metrics, lms = lp["n_landmarks"], [], []
     for p in range(rows.n_views):
@@ -288,13 +307,16 @@ def _landmarks(run: _Run, k: int) -> dict[str, Any]:
         idx = landmark_rows(rows.n_samples, m, lp["landmark_sample"], run.seeds[p])
         scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(block, label, s, idx[(idx >= s) & (idx < e)])
                  for (s, e), block in zip(rows.chunks[p], rows.blocks[p])]
-        view_metric = dask.delayed(_view_metric, pure=True, nout=3)(  # (metric, zero rows, their first rows)
+        view_metric = dask.delayed(_view_metric, pure=True)(  # (metric, zero rows, their first rows) or a message
             [summary for summary, _ in scans], lp["metric"][p], label)
         view_metrics.append(view_metric)
-        lms.append(dask.delayed(landmark_centres, pure=True)([sample for _, sample in scans], m, run.seeds[p],
-                                                             lp["landmark_init"], view_metric[0]))
+        lms.append(dask.delayed(_view_landmarks, pure=True)([sample for _, sample in scans], m, run.seeds[p],
+                                                            lp["landmark_init"], view_metric))
     check_distinct(rows, k, run.client)
     resolved, lms = _compute(run.client, view_metrics, lms)
+    constant = {p: r for p, r in enumerate(resolved) if isinstance(r, str)}
+    if constant:
+        raise ConstantViews(constant)
     return {"metrics": {"metrics": [r[0] for r in resolved], "zero_rows": [list(r[1:]) for r in resolved]},
             **{f"L{p}": lms[p] for p in range(rows.n_views)}}
 
@@ -334,7 +356,8 @@ def _embeddings(run: _Run, Zs: dict[str, Any], usable: np.ndarray) -> dict[str, 
     widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
     *pairs, (F, _) = _embed(run, Zc + [_average([Zc[p] for p in usable])], widths + [sum(widths[p] for p in usable)],
                             seeds[:v] + [seeds[-2]])
-    H, lam = (np.stack(a) for a in zip(*[anchor_order_embeddings(h, vals, ep["order"]) for h, vals in pairs]))
+    H, lam = anchor_order_embeddings(np.stack([h for h, _ in pairs]), np.stack([vals for _, vals in pairs]),
+                                     ep["order"])  # every order a view of one H per view
     related, shares = related_among(H, usable, drop=ep["drop_unrelated_views"])
     used = np.flatnonzero(related)
     if len(used) < len(usable):  # F of the related views only
@@ -373,16 +396,17 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
                      metric: list[str], lambda1: float | str, lambda2: float | str, tol: float, max_iter: int,
                      eigenvalue_scaling: bool, drop_unrelated_views: bool, n_init: int, refine: bool,
                      random_state: int | None, landmark_init: str, landmark_sample: int,
-                     method: str) -> dict[str, dict[str, Any]]:
+                     method: str, views: list[int] | None = None) -> dict[str, dict[str, Any]]:
     """Each stage's parameters, those of the stages before it included (a stored stage is reused only when they
-    match)."""
+    match); ``views``: the positions of the views the chain runs on, when not all of the input's."""
     if landmark_init not in LANDMARK_INITS:
         raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
     if method not in METHODS:
         raise ValueError(f"anchor_method must be one of {METHODS}, got {method!r}")
     check_int("landmark_sample", landmark_sample)
     params = {"landmarks": {"n_landmarks": n_landmarks, "metric": metric, "random_state": random_state,
-                            "landmark_init": landmark_init, "landmark_sample": landmark_sample}}
+                            "landmark_init": landmark_init, "landmark_sample": landmark_sample,
+                            **({} if views is None else {"views": views})}}
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
     params["embeddings"] = {**params["anchor_graph"], "n_clusters": n_clusters, "n_components": width,
                             "order": order, "method": method, "drop_unrelated_views": drop_unrelated_views}

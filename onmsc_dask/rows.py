@@ -47,7 +47,7 @@ class RowChunks:
     chunks: list[list[tuple[int, int]]]
     blocks: list[list[Any]]
     view_names: list[str] | None
-    sources: list[Any]  # per view: the store, a dask array or the in-memory view (first_rows reads it)
+    sources: list[Any]  # per view: its StoredRows (all rows), the dask array or the in-memory view (first_rows)
 
     @property
     def n_views(self) -> int:
@@ -56,18 +56,21 @@ class RowChunks:
     def first_rows(self, p: int, count: int) -> np.ndarray | sp.csr_matrix:
         """The first ``count`` rows of view p, on the client."""
         source = self.sources[p]
-        if hasattr(source, "read_rows"):
-            return source.read_rows(p, 0, count)
+        if isinstance(source, StoredRows):
+            return source._replace(stop=min(count, source.stop)).read()
         rows = source[:count]
         return rows.compute() if hasattr(rows, "compute") else rows
 
 
-def store_rows(store: Any) -> RowChunks:
-    """A MultiViewStore's views, each stored row chunk read by the task that uses it."""
-    chunks = [store.row_chunks(p) for p in range(store.n_views)]
-    return RowChunks(store.n_samples, [store.view_shape(p)[1] for p in range(store.n_views)], chunks,
-                     [[StoredRows(store.location, p, s, e) for s, e in c] for p, c in enumerate(chunks)],
-                     store.view_names, [store] * store.n_views)
+def store_rows(store: Any, views: list[int] | None = None) -> RowChunks:
+    """A MultiViewStore's views (those at positions ``views``, default all), each stored row chunk read by the task
+    that uses it."""
+    views = list(range(store.n_views)) if views is None else views
+    chunks = [store.row_chunks(p) for p in views]
+    return RowChunks(store.n_samples, [store.view_shape(p)[1] for p in views], chunks,
+                     [[StoredRows(store.location, p, s, e) for s, e in c] for p, c in zip(views, chunks)],
+                     None if store.view_names is None else [store.view_names[p] for p in views],
+                     [StoredRows(store.location, p, 0, store.n_samples) for p in views])
 
 
 def _ranges(sizes: tuple[int, ...]) -> list[tuple[int, int]]:

@@ -286,8 +286,11 @@ def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) ->
 
 
 def anchor_order_embeddings(H: np.ndarray, vals: np.ndarray, orders: int) -> tuple[np.ndarray, np.ndarray]:
-    """H^(o) = H and the eigenvalues vals^o of G^(o) = A^o, o = 1..orders, of an anchor graph."""
-    return np.repeat(H[None], orders, axis=0), np.stack([vals ** (o + 1) for o in range(orders)])
+    """H^(o) = H and the eigenvalues vals^o of G^(o) = A^o, o = 1..orders, of anchor graphs: H (..., n, k) and vals
+    (..., k) of one graph or a stack of them give (..., orders, n, k), a read-only view of H that every order
+    shares (no copy), and (..., orders, k)."""
+    return (np.broadcast_to(H[..., None, :, :], (*H.shape[:-2], orders, *H.shape[-2:])),
+            np.stack([vals ** (o + 1) for o in range(orders)], axis=-2))
 
 
 def rayleigh_quotients(graph: sp.csr_matrix, H: np.ndarray) -> np.ndarray:

@@ -518,6 +518,30 @@ def test_lambda1_select_with_auto_lambda2_uses_each_orders_rule(small_digits):
     assert {c["lambda2"] for c in fixed.selection_} == {5.0}
 
 
+def test_constant_view_of_a_store_or_dask_array_is_left_out_with_a_warning(client, small_digits, tmp_path):
+    """A constant view of a store or of dask arrays (found by the anchor chain's chunk scan on the workers, no view
+    gathered on the client) is left out with the warning numpy input gives; the fit is the one without it, also
+    when cached in the store."""
+    from onmsc_dask.store import MultiViewStore
+
+    views, _ = small_digits
+    with_constant = [views[0], np.full((len(views[0]), 5), 2.5), views[2]]
+    kw = dict(embedding="anchor", n_landmarks=60, random_state=0)
+    with dask.config.set(scheduler=client):
+        reference = ONMSC(10, **kw).fit([views[0], views[2]])
+        store = MultiViewStore.create(tmp_path / "c.zarr", with_constant, view_names=["a", "flat", "c"], chunk_rows=60)
+        lazy = [da.from_array(X, chunks=(60, -1)) for X in with_constant]
+        named, unnamed = r"view 1 \('flat'\): is constant.*it is left out", r"view 1: is constant.*it is left out"
+        for source, cache, match in [(store, None, named), (lazy, None, unnamed), (store, store, named),
+                                     (with_constant, None, unnamed)]:
+            with pytest.warns(UserWarning, match=match):
+                model = ONMSC(10, cache=cache, **kw).fit(source)
+            np.testing.assert_array_equal(model.labels_, reference.labels_)
+            assert model.left_out_views_.tolist() == [1] and model.view_weights_[1] == 0 and model.metric_[1] is None
+            assert np.mean(model.predict(with_constant) == model.labels_) > 0.9  # one view per input view
+    assert store.read_result("landmarks", "L0").shape == reference.extension_.views[0].landmarks.shape
+
+
 def test_fit_from_store_path_equals_in_memory(small_digits, tmp_path):
     from onmsc_dask.store import MultiViewStore
 

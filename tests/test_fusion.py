@@ -13,8 +13,9 @@ from scipy.optimize import minimize
 from scipy.stats import ortho_group
 from sklearn.datasets import load_digits
 
-from onmsc_dask.fusion import (alignment_matrix, combine, converged, eigenvalue_scaled, late_fusion, objective, polar,
-                               related_threshold, related_views, shared_structure, simplex_qp)
+from onmsc_dask.fusion import (ScaledViews, alignment_matrix, combine, converged, eigenvalue_scaled, fuse_views,
+                               late_fusion, objective, polar, related_threshold, related_views, shared_structure,
+                               simplex_qp)
 from onmsc_dask.graph import view_affinity
 from onmsc_dask.spectral import average_graph_embedding, embed_graph
 
@@ -350,6 +351,34 @@ def test_eigenvalue_scaled_is_the_rank_k_factor_and_fusion_stays_monotone(digits
     np.testing.assert_allclose(P, H[1, 0] @ np.diag(np.clip(lam[1, 0], 0, None)) @ H[1, 0].T, atol=1e-12)
     res = late_fusion(Hs, F, 1.0, k * O, tol=0.0, max_iter=25)
     assert np.all(np.diff(res.objective) >= -1e-9 * np.abs(res.objective).max())
+
+
+def test_fuse_views_scales_block_by_block_without_a_copy_of_h():
+    """fuse_views equals late_fusion of eigenvalue_scaled(H[used]) (the same blocks, formed one at a time), also on a
+    broadcast H (an anchor graph's orders share one H per view), and its peak memory stays below one copy of H:
+    besides H and F it holds S, T and H* of one iteration and a few n x k temporaries."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    v, O, n, k = 4, 3, 20000, 6
+    H = np.stack([np.stack([_orthonormal(rng, n, k) for _ in range(O)]) for _ in range(v)])
+    F, lam, used = _orthonormal(rng, n, k), rng.uniform(0.2, 1.0, (v, O, k)), np.array([0, 2, 3])
+    ref = late_fusion(eigenvalue_scaled(H[used], lam[used]), F, 1.0, k * O, max_iter=5)
+    tracemalloc.start()
+    try:
+        res = fuse_views(H, lam, F, used, 1.0, k * O, max_iter=5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(res.embedding, ref.embedding, atol=1e-12)
+    np.testing.assert_allclose(res.view_weights, ref.view_weights, atol=1e-12)
+    assert peak < H[used].nbytes, (peak, H[used].nbytes)
+    block = ScaledViews(H, np.sqrt(lam), used)
+    assert block.shape == (3, O, n, k) and np.array_equal(block[1, 2], eigenvalue_scaled(H, lam)[2, 2])
+    shared = np.broadcast_to(H[:, :1], H.shape)  # every order a view of the first
+    np.testing.assert_allclose(fuse_views(shared, lam, F, used, 1.0, k * O, max_iter=5).embedding,
+                               late_fusion(eigenvalue_scaled(np.ascontiguousarray(shared[used]), lam[used]), F, 1.0,
+                                           k * O, max_iter=5).embedding, atol=1e-12)
 
 
 def test_shared_structure_excludes_the_trivial_direction_and_related_views_flags_noise(digits_embeddings):

@@ -58,6 +58,8 @@ def test_equals_in_memory_anchor(store, method):
     np.testing.assert_allclose(res.refinement_objective, est.refinement_objective_, rtol=1e-10)
     assert len(res.refinement_objective) > 1  # the labels compared were moved by the refinement
     assert res.metrics == est.metric_
+    H = est.view_embeddings_  # an anchor graph's orders share one n x width H per view (no copy per order)
+    assert H.shape[1] == 2 and np.shares_memory(H[:, 0], H[:, 1]) and np.array_equal(H[:, 0], H[:, 1])
 
 
 def test_a_float32_store_gives_the_in_memory_labels(tmp_path):

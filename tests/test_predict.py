@@ -82,6 +82,25 @@ def test_inputs_on_a_cluster_send_no_large_graph(anchor_fit, tmp_path):
         np.testing.assert_array_equal(model.predict(store), expected)
 
 
+def test_numpy_rows_go_in_equal_blocks_one_thread_per_core(anchor_fit, monkeypatch):
+    """numpy input is split into equal row blocks of at most BLOCK_ROWS, as many as a multiple of the threads (one per
+    core, each with a one-thread BLAS), covering every row once; the labels do not depend on the blocks."""
+    from onmsc_dask import extend
+
+    for n, threads in [(1, 2), (10000, 2), (60000, 2), (8192, 1), (5, 4), (20000, 3)]:
+        blocks = extend._row_blocks(n, threads)
+        sizes = [e - s for s, e in blocks]
+        assert blocks[0][0] == 0 and blocks[-1][1] == n and all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+        assert max(sizes) <= extend.BLOCK_ROWS and max(sizes) - min(sizes) <= 1
+        assert len(blocks) % threads == 0 or len(blocks) == n
+    model, views, _ = anchor_fit
+    whole = model.predict(views)
+    monkeypatch.setattr(extend, "BLOCK_ROWS", 64)
+    np.testing.assert_array_equal(model.predict(views), whole)
+    np.testing.assert_allclose(model.transform(views), model.transform([X[:350] for X in views]).tolist()
+                               + model.transform([X[350:] for X in views]).tolist(), atol=1e-12)
+
+
 def test_knn_extension_agrees_with_the_fit():
     views, y = _views(600)
     model = ONMSC(10, n_init=3, random_state=0).fit(views)

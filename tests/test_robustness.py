@@ -566,8 +566,9 @@ def test_idx_header_claiming_a_huge_size_is_a_value_error(tmp_path, dims):
 
 
 def test_fit_store_rejects_bad_views_naming_them_before_any_stage(tmp_path):
-    """Out of core, the landmark stage's single read of each chunk checks it: infinite values and a view that
-    is constant over all chunks are ValueErrors naming the view; a bad k fails before anything is computed."""
+    """Out of core, the landmark stage's single read of each chunk checks it: infinite values are a ValueError
+    naming the view, and a view constant over all chunks is left out with a warning naming it (the chain then runs
+    on the others: tests/test_api.py); a bad k fails before anything is computed."""
     views = _digits3(300)
     store = MultiViewStore.create(tmp_path / "inf.zarr", views, view_names=["a", "b", "c"], chunk_rows=100)
     zarr.open_array(store.path / "views" / "1", mode="r+")[207, 3] = np.inf
@@ -576,8 +577,9 @@ def test_fit_store_rejects_bad_views_naming_them_before_any_stage(tmp_path):
     assert store.stages() == {}
     constant = [views[0], np.full((300, 4), 2.5), views[2]]
     store = MultiViewStore.create(tmp_path / "const.zarr", constant, chunk_rows=100)
-    with pytest.raises(ValueError, match=r"view 1 .*is constant"):
-        fit_store(store, 10, **OOC)
+    with pytest.warns(UserWarning, match=r"view 1 \('view1'\): is constant.*it is left out"):
+        assert fit_store(store, 10, **OOC).view_weights[1] == 0
+    store = MultiViewStore.create(tmp_path / "const.zarr", constant, chunk_rows=100, overwrite=True)
     for k in (1, 300):
         with pytest.raises(ValueError, match="n_clusters"):
             fit_store(store, k, **OOC)
