@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import CancelledError
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,16 @@ def make_client(args: argparse.Namespace):
     return Client(cluster)
 
 
+def blas_threads(args: argparse.Namespace) -> AbstractContextManager:
+    """One BLAS thread per call in this process while its threads are the LocalCluster's workers: the workers are
+    the parallelism, as in worker processes (which dask starts with OPENBLAS_NUM_THREADS=1); two workers each calling
+    two-thread BLAS put four busy threads on two cores, and the client's own stages work on n x width matrices, where
+    more BLAS threads gain little and spin for a core on a busy machine (bench/RESULTS_scale.md)."""
+    from threadpoolctl import threadpool_limits
+
+    return nullcontext() if args.scheduler or args.processes else threadpool_limits(1, user_api="blas")
+
+
 def plot_sweep(sweep: list[dict], path: Path) -> None:
     """Scores (when the data have labels) and time against the anchor number."""
     import matplotlib
@@ -283,7 +294,7 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
-    with log.watch():
+    with log.watch(), blas_threads(args):
         log("starting the Dask cluster" if not args.scheduler else f"connecting to {args.scheduler}")
         with make_client(args) as client:  # first: a wrong --scheduler fails before anything is read or written
             log(f"Dask dashboard: {client.dashboard_link}")
