@@ -286,13 +286,15 @@ def _landmarks(run: _Run, k: int) -> dict[str, Any]:
     for p in range(rows.n_views):
         label = view_label(p, rows.view_names)
         idx = landmark_rows(rows.n_samples, m, lp["landmark_sample"], run.seeds[p])
-        scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(block, label, s, idx[(idx >= s) & (idx < e)])
-                 for (s, e), block in zip(rows.chunks[p], rows.blocks[p])]
-        view_metric = dask.delayed(_view_metric, pure=True, nout=3)(  # (metric, zero rows, their first rows)
-            [summary for summary, _ in scans], lp["metric"][p], label)
+        # the widest view first: its k-means (O(sample m d)) is the stage's longest task and waits for its scans
+        with dask.annotate(priority=rows.n_features[p]):
+            scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(block, label, s, idx[(idx >= s) & (idx < e)])
+                     for (s, e), block in zip(rows.chunks[p], rows.blocks[p])]
+            view_metric = dask.delayed(_view_metric, pure=True, nout=3)(  # (metric, zero rows, their first rows)
+                [summary for summary, _ in scans], lp["metric"][p], label)
+            lms.append(dask.delayed(landmark_centres, pure=True)([sample for _, sample in scans], m, run.seeds[p],
+                                                                 lp["landmark_init"], view_metric[0]))
         view_metrics.append(view_metric)
-        lms.append(dask.delayed(landmark_centres, pure=True)([sample for _, sample in scans], m, run.seeds[p],
-                                                             lp["landmark_init"], view_metric[0]))
     check_distinct(rows, k, run.client)
     resolved, lms = _compute(run.client, view_metrics, lms)
     return {"metrics": {"metrics": [r[0] for r in resolved], "zero_rows": [list(r[1:]) for r in resolved]},
