@@ -305,13 +305,15 @@ def _landmarks(run: _Run, k: int) -> dict[str, Any]:
     for p in range(rows.n_views):
         label = view_label(p, rows.view_names)
         idx = landmark_rows(rows.n_samples, m, lp["landmark_sample"], run.seeds[p])
-        scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(block, label, s, idx[(idx >= s) & (idx < e)])
-                 for (s, e), block in zip(rows.chunks[p], rows.blocks[p])]
-        view_metric = dask.delayed(_view_metric, pure=True)(  # (metric, zero rows, their first rows) or a message
-            [summary for summary, _ in scans], lp["metric"][p], label)
+        # the widest view first: its k-means (O(sample m d)) is the stage's longest task and waits for its scans
+        with dask.annotate(priority=rows.n_features[p]):
+            scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(block, label, s, idx[(idx >= s) & (idx < e)])
+                     for (s, e), block in zip(rows.chunks[p], rows.blocks[p])]
+            view_metric = dask.delayed(_view_metric, pure=True)(  # (metric, zero rows, their first rows) or a message
+                [summary for summary, _ in scans], lp["metric"][p], label)
+            lms.append(dask.delayed(_view_landmarks, pure=True)([sample for _, sample in scans], m, run.seeds[p],
+                                                                lp["landmark_init"], view_metric))
         view_metrics.append(view_metric)
-        lms.append(dask.delayed(_view_landmarks, pure=True)([sample for _, sample in scans], m, run.seeds[p],
-                                                            lp["landmark_init"], view_metric))
     check_distinct(rows, k, run.client)
     resolved, lms = _compute(run.client, view_metrics, lms)
     constant = {p: r for p, r in enumerate(resolved) if isinstance(r, str)}

@@ -206,20 +206,23 @@ def plot_confusion(y: np.ndarray, labels: np.ndarray) -> Figure:
 
 
 def plot_thumbnails(images: np.ndarray, sizes: list[int]) -> Figure:
-    """One row of sample images per cluster."""
-    k, per = images.shape[:2]
-    fig = Figure(figsize=(0.55 * per + 1.2, 0.55 * k + 0.2))
+    """One row of sample images per cluster, labelled with the cluster and its size: one mosaic image (empty cells
+    are NaN, left blank) with gaps of a tenth of an image between the samples."""
+    k, per, h, w = images.shape
+    gap = max(1, round(0.1 * max(h, w)))
+    padded = np.full((k, per, h + gap, w + gap), np.nan)
+    padded[:, :, :h, :w] = images
+    mosaic = padded.transpose(0, 2, 1, 3).reshape(k * (h + gap), per * (w + gap))[:-gap, :-gap]
+    width, height = 0.55 * per + 1.2, 0.55 * k + 0.2
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes([1.2 / width, 1 - (0.55 * k) / height, (0.55 * per - 0.05) / width, (0.55 * k - 0.05) / height])
+    ax.set_axis_off()
     finite = images[np.isfinite(images)]
     low, high = (finite.min(), finite.max()) if finite.size else (0, 1)
+    ax.imshow(mosaic, cmap="gray_r", vmin=low, vmax=high, interpolation="nearest", aspect="auto")
     for c in range(k):
-        for j in range(per):
-            ax = fig.add_axes([(1.2 + 0.55 * j) / (0.55 * per + 1.2), 1 - (c + 1) * 0.55 / (0.55 * k + 0.2),
-                               0.5 / (0.55 * per + 1.2), 0.5 / (0.55 * k + 0.2)])
-            ax.set_axis_off()
-            if np.isfinite(images[c, j]).all():
-                ax.imshow(images[c, j], cmap="gray_r", vmin=low, vmax=high, interpolation="nearest")
-            if j == 0:
-                ax.text(-0.3, 0.5, f"{c} ({sizes[c]})", transform=ax.transAxes, ha="right", va="center", fontsize=8)
+        ax.text(-0.5 - 0.3 * w, c * (h + gap) + (h - 1) / 2, f"{c} ({sizes[c]})", ha="right", va="center",
+                fontsize=8)
     return fig
 
 

@@ -45,10 +45,11 @@ _CHUNK_BYTES = 32 * 2**20
 #: only the ~1 MB chunks they lie in (Z of 1M rows x 3 links spans 36 MB)
 _CSR_CHUNK_BYTES = 2**20
 _MIN_CHUNK_ROWS = 1024
-#: codec of the dense views, which a fit reads twice (landmark scan, anchor graph): LZ4 on byte-shuffled values.
-#: Fashion-MNIST 60k x (784 + 324 + 144) float32: 215 MB, written in 0.7 CPU-s and read in 0.3, against zarr's default
-#: zstd's 130 MB in 3.3 and 0.9 (uncompressed: 300 MB, 0.5 and 0.2; bench/RESULTS_scale.md)
-_VIEW_CODEC = zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle")
+#: codec of the dense views, which a fit reads twice (landmark scan, anchor graph), and of the stage results: LZ4 on
+#: byte-shuffled values. Fashion-MNIST 60k x (784 + 324 + 144) float32: 215 MB, written in 0.7 CPU-s and read in 0.3,
+#: against zarr's default zstd's 130 MB in 3.3 and 0.9 (uncompressed: 300 MB, 0.5 and 0.2); its embeddings H and one
+#: anchor matrix Z: 56 MB in 0.25 CPU-s against zstd's 55 MB in 0.85 (bench/RESULTS_scale.md)
+_CODEC = zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle")
 
 ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
 
@@ -613,7 +614,7 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
         return
     n, d = view.shape
     array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d), fill_value=np.nan,
-                               compressors=_VIEW_CODEC, dimension_names=["sample", f"feature{name.split('/')[-1]}"])  # as xarray reads them
+                               compressors=_CODEC, dimension_names=["sample", f"feature{name.split('/')[-1]}"])  # as xarray reads them
 
     def finite(block: np.ndarray, start: int) -> np.ndarray:
         check_finite(block, label, first_row=start)
@@ -637,7 +638,7 @@ def _write_csr(group: zarr.Group, name: str, matrix: Any, dtype: np.dtype) -> za
         chunk = max(1, min(len(values), _CSR_CHUNK_BYTES // values.dtype.itemsize))
         # fill values no valid matrix holds, so a missing chunk file is detected by _read_csr
         fill = np.nan if values.dtype.kind == "f" else -1 if values.dtype.kind == "i" else 0
-        sub.create_array(key, data=values, chunks=(chunk,), fill_value=fill,
+        sub.create_array(key, data=values, chunks=(chunk,), fill_value=fill, compressors=_CODEC,
                          dimension_names=["row_edge" if key == "indptr" else "nonzero"])
     return sub
 
@@ -649,7 +650,7 @@ def _write_result(group: zarr.Group, name: str, value: Any) -> None:
         _write_csr(group, name, value, value.dtype)
     elif isinstance(value, np.ndarray):  # NaN fill: a missing float chunk can never read as data
         group.create_array(name, data=value, fill_value=np.nan if value.dtype.kind == "f" else None,
-                           dimension_names=[f"{name}_{axis}" for axis in range(value.ndim)])
+                           compressors=_CODEC, dimension_names=[f"{name}_{axis}" for axis in range(value.ndim)])
     else:
         raise TypeError(
             f"result {name!r}: expected a numpy array, scipy.sparse matrix or dict, "

@@ -25,7 +25,8 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,15 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
                                      metadata=meta | {"image_shape": {"view": 0, "shape": list(images.shape[1:])}})
 
 
+def view_scores(H: np.ndarray, y: np.ndarray, n_clusters: int, random_state: int) -> dict[str, float]:
+    """report.single_view_scores of one view (its H_p^(o), (O, n, width)) on one OpenMP thread: the views are scored
+    side by side, each on one core."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="openmp"):
+        return single_view_scores(H[None], y, n_clusters, ["view"], random_state)["view"]
+
+
 def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
     """evaluate(y, labels), or None when the data have no labels."""
     return None if y is None else evaluate(y, labels)
@@ -194,6 +204,16 @@ def make_client(args: argparse.Namespace):
                            memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0,
                            dashboard_address=":0")
     return Client(cluster)
+
+
+def blas_threads(args: argparse.Namespace) -> AbstractContextManager:
+    """One BLAS thread per call in this process while its threads are the LocalCluster's workers: the workers are
+    the parallelism, as in worker processes (which dask starts with OPENBLAS_NUM_THREADS=1); two workers each calling
+    two-thread BLAS put four busy threads on two cores, and the client's own stages work on n x width matrices, where
+    more BLAS threads gain little and spin for a core on a busy machine (bench/RESULTS_scale.md)."""
+    from threadpoolctl import threadpool_limits
+
+    return nullcontext() if args.scheduler or args.processes else threadpool_limits(1, user_api="blas")
 
 
 def plot_sweep(sweep: list[dict], path: Path) -> None:
@@ -283,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
-    with log.watch():
+    with log.watch(), blas_threads(args):
         log("starting the Dask cluster" if not args.scheduler else f"connecting to {args.scheduler}")
         with make_client(args) as client:  # first: a wrong --scheduler fails before anything is read or written
             log(f"Dask dashboard: {client.dashboard_link}")
@@ -291,9 +311,15 @@ def main(argv: list[str] | None = None) -> dict:
             report, store, result = fit(args, parser, client, log)
             log.client = None
         log("writing report.json, report.html, labels, convergence.png")
-        save_objective(result.objective, args.out / "convergence.png", result.refinement_objective)
+        with ThreadPoolExecutor(2) as pool:  # the views are scored while the plot and the labels are written
+            scores = None if store.labels is None else [
+                pool.submit(view_scores, result.view_embeddings[p], store.labels, args.n_clusters, args.random_state)
+                for p in range(store.n_views)]
+            save_objective(result.objective, args.out / "convergence.png", result.refinement_objective)
+            write_labels(args.out, result.labels)
+            report["single_view_scores"] = None if scores is None else {
+                name: future.result() for name, future in zip(store.view_names, scores)}
         (args.out / "report.json").write_text(json.dumps(report, indent=2))
-        write_labels(args.out, result.labels)
         write_html(args.out / "report.html", page(store, result, report))
         log(f"wrote {args.out / 'report.html'}")
     scores = report["scores"] or {}
@@ -338,8 +364,7 @@ def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any,
               "view_weights": result.view_weights.tolist(),
               "objective": result.objective.tolist(), "scores": score(store.labels, result.labels),
               "cluster_sizes": cluster_sizes(result.labels, args.n_clusters),
-              "single_view_scores": None if store.labels is None else single_view_scores(
-                  result.view_embeddings, store.labels, args.n_clusters, store.view_names, args.random_state)}
+              "single_view_scores": None}  # main scores the views while it writes the report
     if args.sweep:
         log("anchor sweep")
         report["sweep"] = anchor_sweep(store, args)

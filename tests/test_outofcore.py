@@ -103,6 +103,29 @@ def test_n_components_holds_more_anchor_graph_pieces_than_clusters(tmp_path):
     assert len(set(res.labels)) == 3 and all(len(set(res.labels[y == c])) == 1 for c in range(4))
 
 
+def test_landmark_tasks_of_wider_views_come_first(store, monkeypatch):
+    """The landmark stage's tasks (chunk scans and k-means) of each view carry its width as their priority, so the
+    widest view's k-means, the stage's longest task, starts first."""
+    import onmsc_dask.outofcore as outofcore
+
+    seen = {}
+
+    def capture(client, view_metrics, landmarks):
+        seen["landmarks"] = landmarks
+        raise RuntimeError("captured")
+
+    monkeypatch.setattr(outofcore, "_compute", lambda client, *objs: capture(client, *objs)
+                        if len(objs) == 2 else outofcore.dask.compute(*objs))
+    with pytest.raises(RuntimeError, match="captured"):
+        fit_store(store, 10, **PARAMS)
+    for p, width in enumerate((64, 16, 64)):  # the views of _views
+        priorities = {key: value(key) if callable(value) else value
+                      for layer in seen["landmarks"][p].__dask_graph__().layers.values()
+                      for value in [layer.annotations["priority"]] for key in layer}
+        assert set(priorities.values()) == {width}
+        assert any(str(key).startswith("_chunk_scan") for key in priorities)
+
+
 def test_store_given_by_path(store):
     """A str or Path works like the MultiViewStore (it raised AttributeError); the second run resumes the first's
     stages."""

@@ -241,6 +241,21 @@ def test_local_cluster_workers_are_threads_unless_processes_are_asked_for(mnist6
         assert pid != os.getpid() and worker["memory_limit"] == 2**30
 
 
+def test_thread_workers_run_on_one_blas_thread_and_other_clusters_keep_theirs(mnist60k):
+    import argparse
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    with threadpool_limits(2, user_api="blas"):
+        for kw, inside in (({}, {1}), ({"processes": True}, {2}), ({"scheduler": "tcp://x:1"}, {2})):
+            with mnist60k.blas_threads(argparse.Namespace(**{"scheduler": None, "processes": False, **kw})):
+                assert blas() == inside, kw
+            assert blas() == {2}
+
+
 def test_views_are_built_where_the_images_are_not_shipped_in_a_graph(mnist60k, scheduler, tmp_path):
     """build_store under a distributed client (as the pipeline and bench/scale.py call it) computes the views in
     this process: no task graph carries the images (distributed's large-graph warning, its threshold lowered to

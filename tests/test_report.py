@@ -15,7 +15,7 @@ from distributed import LocalCluster
 from matplotlib.image import imread
 
 from onmsc_dask.cli import main
-from onmsc_dask.report import hungarian_confusion
+from onmsc_dask.report import hungarian_confusion, plot_thumbnails
 from onmsc_dask.store import MultiViewStore
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -103,6 +103,21 @@ def test_hungarian_confusion_orders_clusters_by_their_matched_class():
     counts, classes, clusters = hungarian_confusion(y, labels)
     assert classes.tolist() == [0, 1, 2] and clusters.tolist() == [5, 3, 4]
     assert counts.tolist() == [[2, 0, 0], [0, 2, 0], [0, 1, 2]]
+
+
+def test_thumbnails_show_each_sample_in_its_cell_and_leave_missing_ones_blank():
+    images = np.random.default_rng(0).uniform(0, 1, (3, 4, 5, 6))
+    images[2, 3] = np.nan  # cluster 2 has only three samples
+    fig = plot_thumbnails(images, [7, 8, 3])
+    (ax,) = fig.axes
+    mosaic = np.ma.filled(ax.images[0].get_array().astype(float), np.nan)
+    gap = 1  # a tenth of the 6-pixel side, rounded
+    for c in range(3):
+        for j in range(4):
+            cell = mosaic[c * (5 + gap):c * (5 + gap) + 5, j * (6 + gap):j * (6 + gap) + 6]
+            np.testing.assert_array_equal(cell, images[c, j])
+    assert mosaic.shape == (3 * 5 + 2 * gap, 4 * 6 + 3 * gap) and np.isnan(mosaic[5, :]).all()
+    assert [t.get_text() for t in ax.texts] == ["0 (7)", "1 (8)", "2 (3)"]
 
 
 def test_image_views_of_idx_directories_and_digits(tmp_path):
