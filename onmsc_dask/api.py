@@ -270,7 +270,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         of the fusion target (assign.readout). Late fusion only; docs/solvers.md ("More eigenvectors than
         clusters").
     metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
-        or a list with one entry per view.
+        or a list with one entry per input view (a view left out takes its entry with it).
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
         min(1000, n / 10), at least twice the embedding width (validation.default_n_landmarks).
     consensus_graph : the graph F (Eq. 11) is the embedding of: ``"rank"``, the edges the views agree on
@@ -437,20 +437,24 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 n_views, (views, kept) = len(data), informative_views(data, self.n_clusters, names, float32=anchor)
             if len(kept) < n_views:  # the kept views, named by their input positions
                 names = [names[p] if names is not None else f"input view {p}" for p in kept]
+            # one metric per kept view: a view left out takes its entry of a per-view list with it
+            metric = self.metric if isinstance(self.metric, str) else [metric_list(self.metric, n_views)[p]
+                                                                        for p in kept]
             if self.fusion == "late" and not anchor:
                 if loaded is not None:
                     graph_inputs = _facts_inputs([loaded[p] for p in kept], [facts[p] for p in kept],
-                                                 self.n_clusters, self.n_neighbors, self.metric, names)
+                                                 self.n_clusters, self.n_neighbors, metric, names)
                 else:
-                    views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, self.metric,
+                    views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, metric,
                                                                 names)
                     # each view goes to the workers once, by scatter when a distributed client runs
                     graph_inputs = _GraphInputs([scattered(X) for X in views], views, views[0].shape[0], k, N,
                                                 metrics)
             if self.fusion == "early":
-                self._fit_early(views, names, t0)
+                self._fit_early(views, names, metric, t0)
             elif anchor:
-                kept = [kept[p] for p in self._fit_anchor(views, names, random_state, t0, report, storage_options)]
+                kept = [kept[p] for p in self._fit_anchor(views, names, metric, random_state, t0, report,
+                                                          storage_options)]
                 self._finish_fit()
             else:
                 self._fit_late(graph_inputs, names, random_state, t0, report)
@@ -466,7 +470,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise
         return self
 
-    def _fit_anchor(self, views, names: list[str] | None, random_state: int | None, t0: float,
+    def _fit_anchor(self, views, names: list[str] | None, metric: str | list[str], random_state: int | None, t0: float,
                     report: Callable[[str], None], storage_options: dict | None) -> list[int]:
         """ONMSC-LF on anchor graphs: the chain of outofcore.py over the views' row chunks (rows.py), its stages
         resumed from and written to ``cache`` when given. Returns the positions of the views fitted: all, or when
@@ -488,7 +492,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.n_landmarks_ = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n, width)
         warn_eigensolver_cost(self.n_landmarks_, width, n_views + 1)  # the m x m Grams
         lambda1, lambda2 = self._lambdas(width)
-        metrics = metric_list(self.metric, n_views)
+        metrics = metric_list(metric, n_views)
 
         def chain(kept: list[int]) -> tuple[Any, dict]:
             """The chain on the views ``kept``, and its stage parameters (``views``: the kept ones, when not all)."""
@@ -755,7 +759,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return float(auto) if value == "auto" else None
         return check_lambda(name, value, positive=name == "lambda2")
 
-    def _fit_early(self, views, names: list[str] | None, t0: float) -> None:
+    def _fit_early(self, views, names: list[str] | None, metric: str | list[str], t0: float) -> None:
         """ONMSC-EF: Eq. 10 by fit_early_fusion (validates the views itself). The default N is the
         one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
         worse N on MSRC-v5); that late fit's first-order embeddings of the same graphs serve the related-views
@@ -764,13 +768,13 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if n_neighbors is None:  # exact graphs and the default lambdas: the settings early fusion shares
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto",
-                                              n_components=self.n_clusters, refine=False,
+                late = clone(self).set_params(fusion="late", embedding="exact", metric=metric, lambda1="auto",
+                                              lambda2="auto", n_components=self.n_clusters, refine=False,
                                               keep_intermediate=True).fit(views, view_names=names)
             n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
                                                                 late.view_embeddings_)
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
-                              n_neighbors=n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
+                              n_neighbors=n_neighbors, metric=metric, n_init=self.n_init, tol=self.tol,
                               max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
                               view_embeddings=embeddings, view_names=names,
                               random_state=check_seed(self.random_state))
