@@ -25,8 +25,9 @@ from .fusion import LateFusionResult, full_weights, related_among, related_views
 from .selection import fuse, sample_costs, significantly_tighter
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
-                         check_tol, check_view, check_view_names, fit_seeds, informative_views, keep_informative,
-                         metric_list, n_distinct, user_warning, view_label, view_list)
+                         check_tol, check_view, check_view_names, constant_view_message, fit_seeds,
+                         informative_views, keep_informative, metric_list, n_distinct, user_warning, view_label,
+                         view_list)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -494,22 +495,32 @@ class ONMSC(ClusterMixin, BaseEstimator):
         lambda1, lambda2 = self._lambdas(width)
         metrics = metric_list(metric, n_views)
 
+        def chain_parameters(kept: list[int]) -> dict:
+            """The stage parameters of the chain on the views ``kept`` (``views``: the kept ones, when not all)."""
+            return stage_parameters(k, width=width, n_landmarks=self.n_landmarks_,
+                                    n_nearest_landmarks=self.n_nearest_landmarks, order=self.order,
+                                    metric=[metrics[p] for p in kept], lambda1=lambda1, lambda2=lambda2,
+                                    tol=self.tol, max_iter=self.max_iter, eigenvalue_scaling=self.eigenvalue_scaling,
+                                    drop_unrelated_views=self.drop_unrelated_views, n_init=self.n_init,
+                                    refine=bool(self._refines()), random_state=random_state,
+                                    landmark_init=self.landmark_init, landmark_sample=self.landmark_sample,
+                                    method=self.anchor_method, views=kept if len(kept) < n_views else None)
+
         def chain(kept: list[int]) -> tuple[Any, dict]:
-            """The chain on the views ``kept``, and its stage parameters (``views``: the kept ones, when not all)."""
-            some = len(kept) < n_views
+            """The chain on the views ``kept``, and its stage parameters."""
             rows = store_rows(source, kept) if stored else array_rows([source[p] for p in kept])
-            rows.view_names = [names[p] if names is not None else f"input view {p}" for p in kept] if some else names
-            params = stage_parameters(k, width=width, n_landmarks=self.n_landmarks_,
-                                      n_nearest_landmarks=self.n_nearest_landmarks, order=self.order,
-                                      metric=[metrics[p] for p in kept], lambda1=lambda1, lambda2=lambda2,
-                                      tol=self.tol, max_iter=self.max_iter, eigenvalue_scaling=self.eigenvalue_scaling,
-                                      drop_unrelated_views=self.drop_unrelated_views, n_init=self.n_init,
-                                      refine=bool(self._refines()), random_state=random_state,
-                                      landmark_init=self.landmark_init, landmark_sample=self.landmark_sample,
-                                      method=self.anchor_method, views=kept if some else None)
+            rows.view_names = ([names[p] if names is not None else f"input view {p}" for p in kept]
+                               if len(kept) < n_views else names)
+            params = chain_parameters(kept)
             return run_chain(rows, source if self.cache is not None else InMemory(), k, params, progress=report), params
 
         kept = list(range(n_views))
+        # a cached chain on the views a fit of these stored views kept (the others found constant): resumed
+        previous = source.stages().get("landmarks", {}).get("views") if self.cache is not None else None
+        if (previous is not None and set(previous) < set(kept)
+                and source.has_stage("landmarks", chain_parameters(previous)["landmarks"], ["metrics"])):
+            kept = keep_informative([n if p in previous else constant_view_message(view_label(p, names))
+                                     for p in kept], k, names)
         try:
             r, params = chain(kept)
         except ConstantViews as found:

@@ -543,6 +543,32 @@ def test_constant_view_of_a_store_or_dask_array_is_left_out_with_a_warning(clien
     assert store.read_result("landmarks", "L0").shape == reference.extension_.views[0].landmarks.shape
 
 
+def test_cached_fit_with_a_constant_view_resumes_without_reading_the_views(small_digits, tmp_path, monkeypatch):
+    """A refit of a store whose cached chain left a constant view out resumes every stage: no chunk is scanned again
+    (the first fit's landmark scan found the view constant), the warning names the view again, and the labels are
+    those of the first fit."""
+    from onmsc_dask import outofcore
+    from onmsc_dask.store import MultiViewStore
+
+    views, _ = small_digits
+    store = MultiViewStore.create(tmp_path / "c.zarr", [views[0], np.full((len(views[0]), 5), 2.5), views[2]],
+                                  view_names=["a", "flat", "c"], chunk_rows=60)
+    kw = dict(embedding="anchor", n_landmarks=60, cache=store, random_state=0)
+    scans = []
+    scan = outofcore._chunk_scan
+    monkeypatch.setattr(outofcore, "_chunk_scan", lambda *a: scans.append(a[2]) or scan(*a))
+    with dask.config.set(scheduler="sync"):
+        with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant.*it is left out"):
+            first = ONMSC(10, **kw).fit(store)
+        assert len(scans) == 4 * 3 + 4 * 2  # all views, then the chain on the two others
+        scans.clear()
+        with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant.*it is left out"):
+            again = ONMSC(10, **kw).fit(store)
+    assert scans == [] and again.computed_stages_ == [] and again.left_out_views_.tolist() == [1]
+    np.testing.assert_array_equal(again.labels_, first.labels_)
+    np.testing.assert_array_equal(again.view_weights_, first.view_weights_)
+
+
 @pytest.mark.parametrize("fusion, embedding, stored", [("late", "exact", False), ("late", "anchor", False),
                                                       ("early", "auto", False), ("late", "exact", True),
                                                       ("late", "anchor", True)])
