@@ -101,6 +101,21 @@ def test_numpy_rows_go_in_equal_blocks_one_thread_per_core(anchor_fit, monkeypat
                                + model.transform([X[350:] for X in views]).tolist(), atol=1e-12)
 
 
+def test_numpy_row_blocks_run_with_a_one_thread_blas(anchor_fit, monkeypatch):
+    """predict of numpy rows (called from the main thread) runs each row block with the BLAS limited to one thread,
+    and leaves the limits as they were."""
+    from threadpoolctl import threadpool_info
+
+    from onmsc_dask import extend
+
+    model, views, _ = anchor_fit
+    blas = lambda: [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]  # noqa: E731
+    before, seen, block = blas(), [], extend._block
+    monkeypatch.setattr(extend, "_block", lambda *a: seen.append(blas()) or block(*a))
+    model.predict([X[600:] for X in views])
+    assert seen and all(threads == [1] * len(before) for threads in seen) and blas() == before
+
+
 def test_knn_extension_agrees_with_the_fit():
     views, y = _views(600)
     model = ONMSC(10, n_init=3, random_state=0).fit(views)
