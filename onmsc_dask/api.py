@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask
 import numpy as np
@@ -244,6 +244,13 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
 
 #: late fusion's per-sample inputs, kept after the fit only with ``keep_intermediate=True``
 INTERMEDIATE = ("view_graphs_", "view_embeddings_", "average_embedding_")
+
+
+class _OrdersOfOneH(NamedTuple):
+    """An anchor fit's view_embeddings_ in a pickle: one H per view (v x 1 x n x width), which its ``orders`` share."""
+
+    first: np.ndarray
+    orders: int
 
 
 class ONMSC(ClusterMixin, BaseEstimator):
@@ -797,6 +804,22 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.view_weights_, self.alpha_, self.objective_ = r.view_weights, r.alpha, np.array(r.objective)
         self.n_iter_, self.converged_ = r.n_iter, r.converged
         self.timings_ = {"total": time.perf_counter() - t0}
+
+    def __getstate__(self) -> dict:
+        """The estimator's state; an anchor fit's view_embeddings_ (every order a view of one H per view) as that H,
+        pickled once rather than once per order."""
+        state = super().__getstate__()
+        H = state.get("view_embeddings_")
+        if isinstance(H, np.ndarray) and H.ndim == 4 and H.shape[1] > 1 and H.strides[1] == 0:
+            state = {**state, "view_embeddings_": _OrdersOfOneH(np.ascontiguousarray(H[:, :1]), H.shape[1])}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        H = state.get("view_embeddings_")
+        if isinstance(H, _OrdersOfOneH):
+            shape = (H.first.shape[0], H.orders, *H.first.shape[2:])
+            state = {**state, "view_embeddings_": np.broadcast_to(H.first, shape)}
+        super().__setstate__(state)
 
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
         return self.fit(views, **fit_params).labels_

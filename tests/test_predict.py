@@ -158,6 +158,27 @@ def test_fitted_model_keeps_intermediates_only_on_request(anchor_fit):
     np.testing.assert_array_equal(model.n_features_in_, [64, 16, 64])
 
 
+def test_pickle_holds_an_anchor_fits_shared_h_once():
+    """An anchor fit's view_embeddings_ (every order a view of one H per view) is pickled as that H, once, not once
+    per order, and unpickled as the same broadcast view; a kNN fit's distinct orders are pickled as they are."""
+    views, _ = _views(600)
+    for kw in (dict(ANCHOR, order=3), dict(n_init=3, random_state=0)):
+        model = ONMSC(10, keep_intermediate=True, **kw).fit(views)
+        H = model.view_embeddings_
+        again = pickle.loads(pickle.dumps(model))
+        np.testing.assert_array_equal(again.view_embeddings_, H)
+        assert model.view_embeddings_ is H  # pickling leaves the model as it is
+        without = pickle.loads(pickle.dumps(model))
+        del without.view_embeddings_
+        H_bytes = len(pickle.dumps(model)) - len(pickle.dumps(without))
+        if kw.get("embedding") == "anchor":
+            assert np.shares_memory(again.view_embeddings_[:, 0], again.view_embeddings_[:, 2])
+            assert H_bytes < 1.05 * H[:, 0].nbytes, (H_bytes, H.nbytes)
+        else:
+            assert H_bytes > H.nbytes and not np.shares_memory(H[:, 0], H[:, 1])
+        np.testing.assert_array_equal(again.predict(views), model.predict(views))
+
+
 def test_fit_on_a_cluster_sends_the_views_once_not_in_the_graph():
     """ONMSC.fit scatters each in-memory view to the workers: no task graph carries one (threshold below a view)."""
     from distributed import Client, LocalCluster
