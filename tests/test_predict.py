@@ -116,6 +116,68 @@ def test_numpy_row_blocks_run_with_a_one_thread_blas(anchor_fit, monkeypatch):
     assert seen and all(threads == [1] * len(before) for threads in seen) and blas() == before
 
 
+CONCURRENT_CALLS = """
+import json
+import threading
+import numpy as np
+from sklearn.datasets import load_digits
+from threadpoolctl import ThreadpoolController
+from onmsc_dask import extend
+from onmsc_dask.api import ONMSC
+
+X = load_digits().data[:700]
+views, out = [X, X @ np.random.default_rng(0).standard_normal((64, 16))], {}
+blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+# the fit too in a thread: OpenBLAS ignores other threads' settings once the main thread has set its threads
+fit = threading.Thread(target=lambda: out.update(model=ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3,
+                                                             random_state=0).fit([V[:600] for V in views])))
+fit.start(); fit.join()
+# two BLAS threads before the calls (the fit's own threaded k-means may leave one), set from a thread too
+reset = threading.Thread(target=lambda: [c.set_num_threads(2) for c in blas])
+reset.start(); reset.join()
+model, new, before = out["model"], [V[600:] for V in views], [c.get_num_threads() for c in blas]
+started, inside, first_done, block = threading.Event(), threading.Event(), threading.Event(), extend._block
+
+def ordered(ext, method, *blocks):  # overlapping calls: predict enters first and returns first
+    if method == "predict":
+        started.set(); inside.wait(2)
+    else:
+        inside.set(); first_done.wait(2)
+    return block(ext, method, *blocks)
+
+def run(method):
+    if method == "transform":
+        started.wait(2)
+    getattr(model, method)(new)
+    if method == "predict":
+        first_done.set()
+
+extend._block = ordered
+threads = [threading.Thread(target=run, args=(m,)) for m in ("predict", "transform")]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps([before, [c.get_num_threads() for c in blas]]))
+"""
+
+
+def test_concurrent_predicts_leave_the_blas_threads_as_they_were(tmp_path):
+    """predict / transform of numpy rows called from two threads at once (a web server, a threaded scheduler), the
+    later call entering while the earlier runs: once both return, the BLAS has the threads it had before, not the
+    one thread of the later call's limit restored last (run in a fresh process, whose main thread sets no limit)."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "concurrent_calls.py"
+    script.write_text(CONCURRENT_CALLS)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    before, after = json.loads(run.stdout.strip().splitlines()[-1])
+    if max(before) == 1:
+        pytest.skip("the BLAS runs one thread here: a limit of one cannot be left behind")
+    assert after == before
+
+
 def test_knn_extension_agrees_with_the_fit():
     views, y = _views(600)
     model = ONMSC(10, n_init=3, random_state=0).fit(views)
