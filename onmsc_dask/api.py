@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask
 import numpy as np
@@ -25,8 +25,9 @@ from .fusion import LateFusionResult, full_weights, related_among, related_views
 from .selection import fuse, sample_costs, significantly_tighter
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
-                         check_tol, check_view, check_view_names, fit_seeds, informative_views, keep_informative,
-                         metric_list, n_distinct, user_warning, view_label, view_list)
+                         check_tol, check_view, check_view_names, constant_view_message, fit_seeds,
+                         informative_views, keep_informative, metric_list, n_distinct, user_warning, view_label,
+                         view_list)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -245,6 +246,13 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
 INTERMEDIATE = ("view_graphs_", "view_embeddings_", "average_embedding_")
 
 
+class _OrdersOfOneH(NamedTuple):
+    """An anchor fit's view_embeddings_ in a pickle: one H per view (v x 1 x n x width), which its ``orders`` share."""
+
+    first: np.ndarray
+    orders: int
+
+
 class ONMSC(ClusterMixin, BaseEstimator):
     """Optimal Neighborhood Multi-view Spectral Clustering with high-order Laplacians.
 
@@ -270,7 +278,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         of the fusion target (assign.readout). Late fusion only; docs/solvers.md ("More eigenvectors than
         clusters").
     metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
-        or a list with one entry per view.
+        or a list with one entry per input view (a view left out takes its entry with it).
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
         min(1000, n / 10), at least twice the embedding width (validation.default_n_landmarks).
     consensus_graph : the graph F (Eq. 11) is the embedding of: ``"rank"``, the edges the views agree on
@@ -437,20 +445,24 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 n_views, (views, kept) = len(data), informative_views(data, self.n_clusters, names, float32=anchor)
             if len(kept) < n_views:  # the kept views, named by their input positions
                 names = [names[p] if names is not None else f"input view {p}" for p in kept]
+            # one metric per kept view: a view left out takes its entry of a per-view list with it
+            metric = self.metric if isinstance(self.metric, str) else [metric_list(self.metric, n_views)[p]
+                                                                        for p in kept]
             if self.fusion == "late" and not anchor:
                 if loaded is not None:
                     graph_inputs = _facts_inputs([loaded[p] for p in kept], [facts[p] for p in kept],
-                                                 self.n_clusters, self.n_neighbors, self.metric, names)
+                                                 self.n_clusters, self.n_neighbors, metric, names)
                 else:
-                    views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, self.metric,
+                    views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, metric,
                                                                 names)
                     # each view goes to the workers once, by scatter when a distributed client runs
                     graph_inputs = _GraphInputs([scattered(X) for X in views], views, views[0].shape[0], k, N,
                                                 metrics)
             if self.fusion == "early":
-                self._fit_early(views, names, t0)
+                self._fit_early(views, names, metric, t0)
             elif anchor:
-                kept = [kept[p] for p in self._fit_anchor(views, names, random_state, t0, report, storage_options)]
+                kept = [kept[p] for p in self._fit_anchor(views, names, metric, random_state, t0, report,
+                                                          storage_options)]
                 self._finish_fit()
             else:
                 self._fit_late(graph_inputs, names, random_state, t0, report)
@@ -466,7 +478,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise
         return self
 
-    def _fit_anchor(self, views, names: list[str] | None, random_state: int | None, t0: float,
+    def _fit_anchor(self, views, names: list[str] | None, metric: str | list[str], random_state: int | None, t0: float,
                     report: Callable[[str], None], storage_options: dict | None) -> list[int]:
         """ONMSC-LF on anchor graphs: the chain of outofcore.py over the views' row chunks (rows.py), its stages
         resumed from and written to ``cache`` when given. Returns the positions of the views fitted: all, or when
@@ -488,24 +500,34 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.n_landmarks_ = check_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n, width)
         warn_eigensolver_cost(self.n_landmarks_, width, n_views + 1)  # the m x m Grams
         lambda1, lambda2 = self._lambdas(width)
-        metrics = metric_list(self.metric, n_views)
+        metrics = metric_list(metric, n_views)
+
+        def chain_parameters(kept: list[int]) -> dict:
+            """The stage parameters of the chain on the views ``kept`` (``views``: the kept ones, when not all)."""
+            return stage_parameters(k, width=width, n_landmarks=self.n_landmarks_,
+                                    n_nearest_landmarks=self.n_nearest_landmarks, order=self.order,
+                                    metric=[metrics[p] for p in kept], lambda1=lambda1, lambda2=lambda2,
+                                    tol=self.tol, max_iter=self.max_iter, eigenvalue_scaling=self.eigenvalue_scaling,
+                                    drop_unrelated_views=self.drop_unrelated_views, n_init=self.n_init,
+                                    refine=bool(self._refines()), random_state=random_state,
+                                    landmark_init=self.landmark_init, landmark_sample=self.landmark_sample,
+                                    method=self.anchor_method, views=kept if len(kept) < n_views else None)
 
         def chain(kept: list[int]) -> tuple[Any, dict]:
-            """The chain on the views ``kept``, and its stage parameters (``views``: the kept ones, when not all)."""
-            some = len(kept) < n_views
+            """The chain on the views ``kept``, and its stage parameters."""
             rows = store_rows(source, kept) if stored else array_rows([source[p] for p in kept])
-            rows.view_names = [names[p] if names is not None else f"input view {p}" for p in kept] if some else names
-            params = stage_parameters(k, width=width, n_landmarks=self.n_landmarks_,
-                                      n_nearest_landmarks=self.n_nearest_landmarks, order=self.order,
-                                      metric=[metrics[p] for p in kept], lambda1=lambda1, lambda2=lambda2,
-                                      tol=self.tol, max_iter=self.max_iter, eigenvalue_scaling=self.eigenvalue_scaling,
-                                      drop_unrelated_views=self.drop_unrelated_views, n_init=self.n_init,
-                                      refine=bool(self._refines()), random_state=random_state,
-                                      landmark_init=self.landmark_init, landmark_sample=self.landmark_sample,
-                                      method=self.anchor_method, views=kept if some else None)
+            rows.view_names = ([names[p] if names is not None else f"input view {p}" for p in kept]
+                               if len(kept) < n_views else names)
+            params = chain_parameters(kept)
             return run_chain(rows, source if self.cache is not None else InMemory(), k, params, progress=report), params
 
         kept = list(range(n_views))
+        # a cached chain on the views a fit of these stored views kept (the others found constant): resumed
+        previous = source.stages().get("landmarks", {}).get("views") if self.cache is not None else None
+        if (previous is not None and set(previous) < set(kept)
+                and source.has_stage("landmarks", chain_parameters(previous)["landmarks"], ["metrics"])):
+            kept = keep_informative([n if p in previous else constant_view_message(view_label(p, names))
+                                     for p in kept], k, names)
         try:
             r, params = chain(kept)
         except ConstantViews as found:
@@ -755,7 +777,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return float(auto) if value == "auto" else None
         return check_lambda(name, value, positive=name == "lambda2")
 
-    def _fit_early(self, views, names: list[str] | None, t0: float) -> None:
+    def _fit_early(self, views, names: list[str] | None, metric: str | list[str], t0: float) -> None:
         """ONMSC-EF: Eq. 10 by fit_early_fusion (validates the views itself). The default N is the
         one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
         worse N on MSRC-v5); that late fit's first-order embeddings of the same graphs serve the related-views
@@ -764,13 +786,13 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if n_neighbors is None:  # exact graphs and the default lambdas: the settings early fusion shares
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto",
-                                              n_components=self.n_clusters, refine=False,
+                late = clone(self).set_params(fusion="late", embedding="exact", metric=metric, lambda1="auto",
+                                              lambda2="auto", n_components=self.n_clusters, refine=False,
                                               keep_intermediate=True).fit(views, view_names=names)
             n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
                                                                 late.view_embeddings_)
         ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
-                              n_neighbors=n_neighbors, metric=self.metric, n_init=self.n_init, tol=self.tol,
+                              n_neighbors=n_neighbors, metric=metric, n_init=self.n_init, tol=self.tol,
                               max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
                               view_embeddings=embeddings, view_names=names,
                               random_state=check_seed(self.random_state))
@@ -782,6 +804,22 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.view_weights_, self.alpha_, self.objective_ = r.view_weights, r.alpha, np.array(r.objective)
         self.n_iter_, self.converged_ = r.n_iter, r.converged
         self.timings_ = {"total": time.perf_counter() - t0}
+
+    def __getstate__(self) -> dict:
+        """The estimator's state; an anchor fit's view_embeddings_ (every order a view of one H per view) as that H,
+        pickled once rather than once per order."""
+        state = super().__getstate__()
+        H = state.get("view_embeddings_")
+        if isinstance(H, np.ndarray) and H.ndim == 4 and H.shape[1] > 1 and H.strides[1] == 0:
+            state = {**state, "view_embeddings_": _OrdersOfOneH(np.ascontiguousarray(H[:, :1]), H.shape[1])}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        H = state.get("view_embeddings_")
+        if isinstance(H, _OrdersOfOneH):
+            shape = (H.first.shape[0], H.orders, *H.first.shape[2:])
+            state = {**state, "view_embeddings_": np.broadcast_to(H.first, shape)}
+        super().__setstate__(state)
 
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
         return self.fit(views, **fit_params).labels_

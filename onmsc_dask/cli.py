@@ -367,15 +367,16 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
            "view_weights": model.view_weights_, "view_embeddings": model.view_embeddings_,
            "objective": model.objective_, "n_iter": model.n_iter_, "converged": bool(model.converged_),
            "stages": model.timings_, "refinement_objective": model.refinement_objective_}
+    # the input views the graphs and H cover: all but those left out before the graphs (constant, too few rows)
+    embedded = np.setdiff1d(np.arange(store.n_views), model.left_out_views_)
     if anchor:
         log(f"  late fusion {'converged' if model.converged_ else 'stopped'} after {model.n_iter_} iterations")
-        return {**fit, "embedded_views": list(range(store.n_views)),
+        return {**fit, "embedded_views": embedded.tolist(),
                 "resolved": {**model.stage_parameters_, "n_clusters": n_clusters, "n_neighbors": None,
                              "embedding": "anchor", "pipeline": "out_of_core", "metric": model.metric_,
                              "consensus_graph": model.consensus_graph_,
-                             "related_views": model.related_views_.tolist()}}
-    # the input views the graphs and H cover: all but those left out before the graphs (constant, too few rows)
-    embedded = np.setdiff1d(np.arange(store.n_views), model.left_out_views_)
+                             "related_views": model.related_views_.tolist(),
+                             "left_out_views": model.left_out_views_.tolist()}}
     return {**fit, "embedded_views": embedded.tolist(),
             # the stages before fusion, named apart from outofcore.STAGES (whose resume they would break)
             "intermediate": {

@@ -10,6 +10,7 @@ matrix of landmarks chosen for the purpose (``regression_map``), an approximatio
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -167,6 +168,9 @@ def _average_anchor_matrix(Zs: list[sp.csr_matrix]) -> sp.csr_matrix:
 
 #: most rows of numpy / sparse input handled at once (bounds the n x m distances of the landmark search)
 BLOCK_ROWS = 8192
+#: held by a predict / transform of numpy input while it limits the process's BLAS to one thread: calls from several
+#: threads at once take turns, as each restores the limits it found (overlapping, the last could restore the other's)
+_BLAS_LIMIT = threading.Lock()
 
 
 def _threads() -> int:
@@ -253,7 +257,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         return np.empty(0, np.int64) if method == "predict" else np.empty((0, width))
     # one thread per core, each with a one-thread BLAS: the landmark search's GEMM and the rest of each block (argmin,
     # distances, sparse products) run in parallel, with less CPU than one BLAS spread over the cores
-    with threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
+    with _BLAS_LIMIT, threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
         return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views)),
                                             _row_blocks(n, threads))))
 

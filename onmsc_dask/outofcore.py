@@ -351,8 +351,9 @@ def _embed(run: _Run, jobs: list[list[Any]], widths: list[int], job_seeds: list[
 
 
 def _embeddings(run: _Run, Zs: dict[str, Any], usable: np.ndarray) -> dict[str, Any]:
-    """Stage 3: H_p^(o) and their eigenvalues, the related views among the ``usable`` ones (fusion.related_views)
-    and F, the embedding of their average graph."""
+    """Stage 3: H_p (v x 1 x n x width: H_p^(o) = H_p for every order o of an anchor graph) and the eigenvalues of
+    each order, the related views among the ``usable`` ones (fusion.related_views) and F, the embedding of their
+    average graph."""
     v, ep, seeds = run.rows.n_views, run.params["embeddings"], run.seeds
     Zc = [run.z_blocks(p, run.rows.chunks[0]) for p in range(v)]
     widths = [Zs[f"Z{p}"].shape[1] for p in range(v)]
@@ -364,7 +365,8 @@ def _embeddings(run: _Run, Zs: dict[str, Any], usable: np.ndarray) -> dict[str, 
     used = np.flatnonzero(related)
     if len(used) < len(usable):  # F of the related views only
         F = _embed(run, [_average([Zc[p] for p in used])], [sum(widths[p] for p in used)], [seeds[-2]])[0][0]
-    return {"H": H, "eigenvalues": lam, "F": F, "related": related, "shares": shares}
+    # H of the first order, the one every order shares, is what the stage stores (run_chain broadcasts it)
+    return {"H": H[:, :1], "eigenvalues": lam, "F": F, "related": related, "shares": shares}
 
 
 def _fusion(run: _Run, emb: dict[str, Any], k: int) -> dict[str, Any]:
@@ -450,6 +452,8 @@ def run_chain(rows: RowChunks, results: MultiViewStore | InMemory, n_clusters: i
                            width, anchor=True)
     emb = run.stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"],
                     lambda: _embeddings(run, Zs, usable))
+    H = np.ascontiguousarray(emb["H"][:, :1])  # (stages written before stored every order: the same H)
+    emb = {**emb, "H": np.broadcast_to(H, (v, params["embeddings"]["order"], *H.shape[2:]))}
     related = np.asarray(emb["related"], bool)
     warn_unrelated(related[usable], emb["shares"], rows.n_samples, width,  # also when the stage is resumed
                    [view_label(p, rows.view_names) for p in usable], labelled=True)

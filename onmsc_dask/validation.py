@@ -133,11 +133,15 @@ class ConstantViewError(ValueError):
     """A view whose features do not vary over the samples."""
 
 
+def constant_view_message(label: str) -> str:
+    """What a constant view is told (check_not_constant)."""
+    return f"{label}: is constant (every sample has the same features), so it carries no cluster information"
+
+
 def check_not_constant(spread: np.ndarray, n_samples: int, label: str) -> None:
     """Raise if no column varies (spread = column max - min) over more than one sample."""
     if n_samples > 1 and not (spread > 0).any():
-        raise ConstantViewError(f"{label}: is constant (every sample has the same features), so it carries no cluster "
-                         "information")
+        raise ConstantViewError(constant_view_message(label))
 
 
 def zero_rows(X) -> np.ndarray:

@@ -1,5 +1,6 @@
 """End-to-end tests of the ONMSC estimator, on a real multi-process Dask cluster and without one."""
 import re
+import warnings
 
 import dask
 import dask.array as da
@@ -540,6 +541,55 @@ def test_constant_view_of_a_store_or_dask_array_is_left_out_with_a_warning(clien
             assert model.left_out_views_.tolist() == [1] and model.view_weights_[1] == 0 and model.metric_[1] is None
             assert np.mean(model.predict(with_constant) == model.labels_) > 0.9  # one view per input view
     assert store.read_result("landmarks", "L0").shape == reference.extension_.views[0].landmarks.shape
+
+
+def test_cached_fit_with_a_constant_view_resumes_without_reading_the_views(small_digits, tmp_path, monkeypatch):
+    """A refit of a store whose cached chain left a constant view out resumes every stage: no chunk is scanned again
+    (the first fit's landmark scan found the view constant), the warning names the view again, and the labels are
+    those of the first fit."""
+    from onmsc_dask import outofcore
+    from onmsc_dask.store import MultiViewStore
+
+    views, _ = small_digits
+    store = MultiViewStore.create(tmp_path / "c.zarr", [views[0], np.full((len(views[0]), 5), 2.5), views[2]],
+                                  view_names=["a", "flat", "c"], chunk_rows=60)
+    kw = dict(embedding="anchor", n_landmarks=60, cache=store, random_state=0)
+    scans = []
+    scan = outofcore._chunk_scan
+    monkeypatch.setattr(outofcore, "_chunk_scan", lambda *a: scans.append(a[2]) or scan(*a))
+    with dask.config.set(scheduler="sync"):
+        with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant.*it is left out"):
+            first = ONMSC(10, **kw).fit(store)
+        assert len(scans) == 4 * 3 + 4 * 2  # all views, then the chain on the two others
+        scans.clear()
+        with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant.*it is left out"):
+            again = ONMSC(10, **kw).fit(store)
+    assert scans == [] and again.computed_stages_ == [] and again.left_out_views_.tolist() == [1]
+    np.testing.assert_array_equal(again.labels_, first.labels_)
+    np.testing.assert_array_equal(again.view_weights_, first.view_weights_)
+
+
+@pytest.mark.parametrize("fusion, embedding, stored", [("late", "exact", False), ("late", "anchor", False),
+                                                      ("early", "auto", False), ("late", "exact", True),
+                                                      ("late", "anchor", True)])
+def test_a_metric_per_view_follows_its_view_when_one_is_left_out(small_digits, tmp_path, fusion, embedding, stored):
+    """``metric`` lists one entry per input view: a view left out takes its entry with it, the others keep theirs
+    (the fit is the one of the other views with their metrics), for numpy input and a store."""
+    from onmsc_dask.store import MultiViewStore
+
+    views, _ = small_digits
+    kw = dict(fusion=fusion, embedding=embedding, n_landmarks=60, random_state=0)
+    reference = ONMSC(10, metric=["euclidean", "cosine"], **kw).fit([views[0], views[2]])
+    source = [views[0], np.full((len(views[0]), 5), 2.5), views[2]]
+    if stored:
+        source = MultiViewStore.create(tmp_path / "m.zarr", source, chunk_rows=60)
+    with dask.config.set(scheduler="sync"), pytest.warns(UserWarning, match="view 1.*is constant.*it is left out"):
+        model = ONMSC(10, metric=["euclidean", "counts", "cosine"], **kw).fit(source)
+    assert model.metric_ == ["euclidean", None, "cosine"] and model.left_out_views_.tolist() == [1]
+    np.testing.assert_array_equal(model.labels_, reference.labels_)
+    with pytest.raises(ValueError, match="metric lists 2 entries for 3 views"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy input: the constant view's warning comes first
+        ONMSC(10, metric=["euclidean", "cosine"], **kw).fit(source)
 
 
 def test_fit_from_store_path_equals_in_memory(small_digits, tmp_path):

@@ -408,6 +408,25 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     assert "<td>few</td><td>2</td><td>-</td>" in page and "no: constant, or fewer distinct rows than clusters" in page
 
 
+def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_path, capsys):
+    """A constant view of a store is left out by the anchor chain (outofcore.ConstantViews): report.json lists it
+    as left out and scores the other views alone under their own names, each as its own view's embedding of the
+    fit; report.html says why it is not used."""
+    views, y = _blobs(60)
+    store = MultiViewStore.create(tmp_path / "given.zarr", [np.full((len(y), 3), 2.5), *views], y,
+                                  view_names=["flat", "a", "b"], chunk_rows=60)
+    out = tmp_path / "run"
+    assert main(["run", "--data", str(store.path), "--out", str(out), "--embedding", "anchor", "--n-landmarks", "40",
+                 "--workers", "1", "--quiet"]) == 0
+    assert "view 0 ('flat'): is constant" in capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["view_weights"]["flat"] == 0 and report["resolved"]["left_out_views"] == [0]
+    assert set(report["single_view_scores"]) == {"a", "b"}
+    assert "no: constant, or fewer distinct rows than clusters" in (out / "report.html").read_text()
+    model = ONMSC(3, embedding="anchor", n_landmarks=40, keep_intermediate=True, random_state=0).fit(views)
+    assert report["single_view_scores"] == single_view_scores(model.view_embeddings_, y, 3, ["a", "b"])
+
+
 def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
     """--n-neighbors >= n failed after views.zarr was written and a cluster started; --out naming a file gave a
     bare '[Errno 17] File exists'."""

@@ -210,6 +210,19 @@ def test_resume_skips_completed_and_recomputes_affected(store):
     assert fit_store(store, 8, **{**PARAMS, "n_init": 5}).computed_stages == ["embeddings", "fusion", "labels"]
 
 
+def test_embeddings_stage_stores_one_h_per_view_and_resumes_it_shared_by_the_orders(store):
+    """An anchor graph's orders share one H per view: the embeddings stage stores it once per view (not once per
+    order), and a resumed fit's view_embeddings are every order a view of it, equal to the computed ones."""
+    first = fit_store(store, 10, order=3, **PARAMS)
+    assert store.read_result("embeddings", "H").shape == (3, 1, 600, 10)
+    again = fit_store(store, 10, order=3, **PARAMS)
+    H = again.view_embeddings
+    assert again.computed_stages == [] and H.shape == (3, 3, 600, 10)
+    assert np.shares_memory(H[:, 0], H[:, 2])
+    np.testing.assert_array_equal(H, first.view_embeddings)
+    np.testing.assert_array_equal(again.labels, first.labels)
+
+
 def test_real_cluster_matches_local_cluster(store, tmp_path):
     from distributed import Client, LocalCluster, get_task_stream
 

@@ -101,6 +101,83 @@ def test_numpy_rows_go_in_equal_blocks_one_thread_per_core(anchor_fit, monkeypat
                                + model.transform([X[350:] for X in views]).tolist(), atol=1e-12)
 
 
+def test_numpy_row_blocks_run_with_a_one_thread_blas(anchor_fit, monkeypatch):
+    """predict of numpy rows (called from the main thread) runs each row block with the BLAS limited to one thread,
+    and leaves the limits as they were."""
+    from threadpoolctl import threadpool_info
+
+    from onmsc_dask import extend
+
+    model, views, _ = anchor_fit
+    blas = lambda: [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]  # noqa: E731
+    before, seen, block = blas(), [], extend._block
+    monkeypatch.setattr(extend, "_block", lambda *a: seen.append(blas()) or block(*a))
+    model.predict([X[600:] for X in views])
+    assert seen and all(threads == [1] * len(before) for threads in seen) and blas() == before
+
+
+CONCURRENT_CALLS = """
+import json
+import threading
+import numpy as np
+from sklearn.datasets import load_digits
+from threadpoolctl import ThreadpoolController
+from onmsc_dask import extend
+from onmsc_dask.api import ONMSC
+
+X = load_digits().data[:700]
+views, out = [X, X @ np.random.default_rng(0).standard_normal((64, 16))], {}
+blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+# the fit too in a thread: OpenBLAS ignores other threads' settings once the main thread has set its threads
+fit = threading.Thread(target=lambda: out.update(model=ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3,
+                                                             random_state=0).fit([V[:600] for V in views])))
+fit.start(); fit.join()
+# two BLAS threads before the calls (the fit's own threaded k-means may leave one), set from a thread too
+reset = threading.Thread(target=lambda: [c.set_num_threads(2) for c in blas])
+reset.start(); reset.join()
+model, new, before = out["model"], [V[600:] for V in views], [c.get_num_threads() for c in blas]
+started, inside, first_done, block = threading.Event(), threading.Event(), threading.Event(), extend._block
+
+def ordered(ext, method, *blocks):  # overlapping calls: predict enters first and returns first
+    if method == "predict":
+        started.set(); inside.wait(2)
+    else:
+        inside.set(); first_done.wait(2)
+    return block(ext, method, *blocks)
+
+def run(method):
+    if method == "transform":
+        started.wait(2)
+    getattr(model, method)(new)
+    if method == "predict":
+        first_done.set()
+
+extend._block = ordered
+threads = [threading.Thread(target=run, args=(m,)) for m in ("predict", "transform")]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps([before, [c.get_num_threads() for c in blas]]))
+"""
+
+
+def test_concurrent_predicts_leave_the_blas_threads_as_they_were(tmp_path):
+    """predict / transform of numpy rows called from two threads at once (a web server, a threaded scheduler), the
+    later call entering while the earlier runs: once both return, the BLAS has the threads it had before, not the
+    one thread of the later call's limit restored last (run in a fresh process, whose main thread sets no limit)."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "concurrent_calls.py"
+    script.write_text(CONCURRENT_CALLS)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    before, after = json.loads(run.stdout.strip().splitlines()[-1])
+    if max(before) == 1:
+        pytest.skip("the BLAS runs one thread here: a limit of one cannot be left behind")
+    assert after == before
+
+
 def test_knn_extension_agrees_with_the_fit():
     views, y = _views(600)
     model = ONMSC(10, n_init=3, random_state=0).fit(views)
@@ -141,6 +218,27 @@ def test_fitted_model_keeps_intermediates_only_on_request(anchor_fit):
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(again.predict([X[600:] for X in views]), model.predict([X[600:] for X in views]))
     np.testing.assert_array_equal(model.n_features_in_, [64, 16, 64])
+
+
+def test_pickle_holds_an_anchor_fits_shared_h_once():
+    """An anchor fit's view_embeddings_ (every order a view of one H per view) is pickled as that H, once, not once
+    per order, and unpickled as the same broadcast view; a kNN fit's distinct orders are pickled as they are."""
+    views, _ = _views(600)
+    for kw in (dict(ANCHOR, order=3), dict(n_init=3, random_state=0)):
+        model = ONMSC(10, keep_intermediate=True, **kw).fit(views)
+        H = model.view_embeddings_
+        again = pickle.loads(pickle.dumps(model))
+        np.testing.assert_array_equal(again.view_embeddings_, H)
+        assert model.view_embeddings_ is H  # pickling leaves the model as it is
+        without = pickle.loads(pickle.dumps(model))
+        del without.view_embeddings_
+        H_bytes = len(pickle.dumps(model)) - len(pickle.dumps(without))
+        if kw.get("embedding") == "anchor":
+            assert np.shares_memory(again.view_embeddings_[:, 0], again.view_embeddings_[:, 2])
+            assert H_bytes < 1.05 * H[:, 0].nbytes, (H_bytes, H.nbytes)
+        else:
+            assert H_bytes > H.nbytes and not np.shares_memory(H[:, 0], H[:, 1])
+        np.testing.assert_array_equal(again.predict(views), model.predict(views))
 
 
 def test_fit_on_a_cluster_sends_the_views_once_not_in_the_graph():
