@@ -61,6 +61,45 @@ def test_lazy_views_are_read_on_the_workers_with_the_in_memory_labels(tmp_path, 
         cluster.stop()
 
 
+def test_early_fusion_of_lazy_views_builds_the_graphs_on_the_workers(tmp_path, monkeypatch):
+    """ONMSC(fusion="early") on a store and on dask arrays read from it, on a real scheduler with 2 worker processes
+    while the client process cannot read a whole view nor compute a dask array (views loaded, checked and turned
+    into kNN graphs on the workers): the labels, N and view warnings of the same views in memory, with the default
+    N (from the late fit) and a given N; a constant view is left out with numpy input's warning."""
+    digits, y = _views()
+    views = [digits[0], np.full((len(y), 5), 2.5), digits[1]]
+    settings, names = [{}, {"n_neighbors": 12}], ["a", "flat", "c"]
+
+    def fit(given, kw: dict) -> tuple[ONMSC, list[str]]:
+        with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant.*it is left out") as record:
+            model = ONMSC(10, fusion="early", n_init=3, random_state=0, **kw).fit(given, view_names=names)
+        return model, sorted(str(w.message) for w in record if "view" in str(w.message))
+
+    expected = [fit(views, kw) for kw in settings]
+    store = MultiViewStore.create(tmp_path / "v.zarr", views, y, view_names=names, chunk_rows=128)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a whole view was read on the client")
+
+    cluster = Cluster(tmp_path, 2, nanny=False)
+    try:
+        with Client(cluster.address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+            lazy = [store.view_dask(p) for p in range(store.n_views)]
+            monkeypatch.setattr(MultiViewStore, "read_view", refused)
+            monkeypatch.setattr(da.Array, "compute", refused)
+            monkeypatch.setattr(da.Array, "__array__", refused)
+            for given in (store, lazy):
+                for kw, (reference, messages) in zip(settings, expected):
+                    model, warned = fit(given, kw)
+                    np.testing.assert_array_equal(model.labels_, reference.labels_)
+                    assert model.n_neighbors_ == reference.n_neighbors_ and warned == messages
+                    assert model.left_out_views_.tolist() == [1] and model.view_weights_[1] == 0
+                    np.testing.assert_allclose(model.view_weights_, reference.view_weights_)
+    finally:
+        cluster.stop()
+
+
 def test_cache_keeps_the_stages_of_in_memory_views_and_resumes(tmp_path):
     """cache=path: the views are written there with the stages; the same fit again resumes every stage, other
     views replace the store, and the cache store given as input keeps its stages next to its views."""
