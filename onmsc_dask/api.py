@@ -18,8 +18,8 @@ from .assign import assign_labels, readout, refine_labels
 from .cluster import persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
-from .graph import (build_graph, default_n_neighbors, n_components, rank_consensus_affinity,
-                    ranked_neighbors_count, check_view_graphs, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
+from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_components, rank_consensus_affinity,
+                    ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
                     usable_graphs, view_facts, view_graphs, giant_cluster)
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
 from .selection import fuse, sample_costs, significantly_tighter
@@ -231,9 +231,8 @@ def fit_early_fusion_graphs(graphs: list[sp.csr_matrix], n_clusters: int, metric
                             view_names: Sequence[str] | None = None,
                             random_state: int | None = None) -> EarlyFusionFit:
     """The views' kNN graphs A_p, already checked (graph.check_view_graphs; built with N = ``n_neighbors`` and
-    ``metrics``)
-    -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the learned affinity
-    P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
+    ``metrics``) -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the learned
+    affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
     ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views), judged
     on ``view_embeddings``, the first-order embeddings H_p^(1) of these graphs, shape (v, >= 1, n, k), or, when
     None, on embeddings computed here once per view. Messages name the views by ``view_names`` when given."""
