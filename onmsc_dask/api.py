@@ -18,7 +18,7 @@ from .assign import assign_labels, readout, refine_labels
 from .cluster import persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
-from .graph import (build_graph, default_n_neighbors, n_components, rank_consensus_affinity,
+from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_components, rank_consensus_affinity,
                     ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
                     usable_graphs, view_facts, view_graphs, giant_cluster)
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
@@ -67,14 +67,6 @@ def _inputs(views, view_names: Sequence[str] | None, storage_options: dict | Non
 def _lazy(X) -> bool:
     """Whether X is a dask array (read chunk by chunk)."""
     return hasattr(X, "compute") and not sp.issparse(X)
-
-
-def _in_memory(views) -> list:
-    """The views in the client's memory: a store read whole, dask arrays computed (early fusion needs whole views
-    on the client; late fusion's exact and Nystrom solvers load them on the workers, _load_on_workers)."""
-    if hasattr(views, "read_view"):
-        return [views.read_view(p) for p in range(views.n_views)]
-    return [X.compute() if _lazy(X) else X for X in views]
 
 
 def _n_rows(views) -> int:
@@ -140,6 +132,14 @@ def _facts_inputs(loaded: list, facts: list[dict], n_clusters: int, n_neighbors:
         facts, n_clusters, n_neighbors, metric, names,
         lambda k: check_n_distinct(n_distinct([f["row_ids"] for f in facts], k), k))
     return _GraphInputs(loaded, None, facts[0]["n"], k, N, metrics)
+
+
+def _view_tasks(inputs: _GraphInputs, solver: str, width: int, order: int, graph_params: dict, seeds: list[int],
+                names: list[str] | None, m_extension: int | None) -> tuple:
+    """_embed_view of each view of ``inputs`` (with its metric and seed), one Dask task per view, computed."""
+    return dask.compute(*[dask.delayed(_embed_view, pure=True)(X, solver, width, order, {**graph_params, "metric": m},
+                                                               s, view_label(p, names), m_extension)
+                          for p, (X, m, s) in enumerate(zip(inputs.sent, inputs.metrics, seeds))])
 
 
 def _n_features(views) -> np.ndarray:
@@ -213,20 +213,32 @@ class EarlyFusionFit:
     related: np.ndarray  # views kept by fusion.related_views (the others have weight 0)
 
 
-def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | str = "auto",
-                     n_neighbors: int | None = None, metric: str | Sequence[str] = "auto", joint: bool = True,
-                     n_init: int = 10, tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
-                     drop_unrelated_views: bool = True, view_embeddings: np.ndarray | None = None,
-                     view_names: Sequence[str] | None = None, random_state: int | None = None) -> EarlyFusionFit:
-    """Views -> kNN graphs -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the
-    learned affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
+def fit_early_fusion(views, n_clusters: int, *, n_neighbors: int | None = None, metric: str | Sequence[str] = "auto",
+                     view_names: Sequence[str] | None = None, random_state: int | None = None,
+                     **options) -> EarlyFusionFit:
+    """Views -> kNN graphs (graph.view_graphs, on the client) -> fit_early_fusion_graphs, whose keyword
+    ``options`` it takes; ``order`` and ``alpha`` are checked before the graphs are built."""
+    check_int("order", options.get("order", 2))
+    check_alpha(options.get("alpha", "auto"))
+    graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state, view_names)
+    return fit_early_fusion_graphs(graphs, n_clusters, metrics, N, view_names=view_names, random_state=random_state,
+                                   **options)
+
+
+def fit_early_fusion_graphs(graphs: list[sp.csr_matrix], n_clusters: int, metrics: list[str], n_neighbors: int, *,
+                            order: int = 2, alpha: float | str = "auto", joint: bool = True, n_init: int = 10,
+                            tol: float = 1e-4, max_iter: int = 100, lambda_scaled: bool = True,
+                            drop_unrelated_views: bool = True, view_embeddings: np.ndarray | None = None,
+                            view_names: Sequence[str] | None = None,
+                            random_state: int | None = None) -> EarlyFusionFit:
+    """The views' kNN graphs A_p, already checked (graph.check_view_graphs; built with N = ``n_neighbors`` and
+    ``metrics``) -> ONMSC-EF (Eq. 10) -> k-means labels (``ONMSC(fusion="early")``) on the rows of the learned
+    affinity P Lambda P^T, i.e. on P Lambda (``lambda_scaled``), or on H = P (docs/early_fusion.md).
     ``drop_unrelated_views`` leaves out the graphs of views unrelated to all others (fusion.related_views), judged
-    on ``view_embeddings``, the first-order embeddings H_p^(1) of these graphs, shape (v, >= 1, n, k) (a late fit's
-    ``view_embeddings_`` at the same N), or, when None, on embeddings computed here once per view. Messages name
-    the views by ``view_names`` when given."""
+    on ``view_embeddings``, the first-order embeddings H_p^(1) of these graphs, shape (v, >= 1, n, k), or, when
+    None, on embeddings computed here once per view. Messages name the views by ``view_names`` when given."""
     check_int("order", order)
     check_alpha(alpha)
-    graphs, metrics, N = view_graphs(views, n_clusters, n_neighbors, metric, random_state, view_names)
     related = np.ones(len(graphs), bool)
     if drop_unrelated_views and len(graphs) > 1:
         H = view_embeddings if view_embeddings is not None else np.stack(
@@ -239,7 +251,7 @@ def fit_early_fusion(views, n_clusters: int, *, order: int = 2, alpha: float | s
     res.view_weights = full_weights(res.view_weights, used, len(graphs))
     X = res.affinity_embedding if lambda_scaled else res.embedding
     labels, inertia = assign_labels(X, n_clusters, n_init=n_init, random_state=random_state)
-    return EarlyFusionFit(labels, inertia, res, graphs, metrics, N, related)
+    return EarlyFusionFit(labels, inertia, res, graphs, metrics, n_neighbors, related)
 
 
 #: late fusion's per-sample inputs, kept after the fit only with ``keep_intermediate=True``
@@ -437,18 +449,18 @@ class ONMSC(ClusterMixin, BaseEstimator):
                     check_view_shapes(inputs, names)
                 views, n_views = inputs, inputs.n_views if stored else len(inputs)
                 kept = list(range(n_views))
-            elif self.fusion == "late" and lazy:
+            elif lazy:  # kNN graphs: each view loaded and checked by a task on a worker
                 loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
                 n_views = len(loaded)
             else:
-                data = _in_memory(inputs)
-                n_views, (views, kept) = len(data), informative_views(data, self.n_clusters, names, float32=anchor)
+                n_views, (views, kept) = len(inputs), informative_views(inputs, self.n_clusters, names,
+                                                                        float32=anchor)
             if len(kept) < n_views:  # the kept views, named by their input positions
                 names = [names[p] if names is not None else f"input view {p}" for p in kept]
             # one metric per kept view: a view left out takes its entry of a per-view list with it
             metric = self.metric if isinstance(self.metric, str) else [metric_list(self.metric, n_views)[p]
                                                                         for p in kept]
-            if self.fusion == "late" and not anchor:
+            if not anchor:
                 if loaded is not None:
                     graph_inputs = _facts_inputs([loaded[p] for p in kept], [facts[p] for p in kept],
                                                  self.n_clusters, self.n_neighbors, metric, names)
@@ -459,7 +471,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                     graph_inputs = _GraphInputs([scattered(X) for X in views], views, views[0].shape[0], k, N,
                                                 metrics)
             if self.fusion == "early":
-                self._fit_early(views, names, metric, t0)
+                self._fit_early(graph_inputs, names, random_state, t0)
             elif anchor:
                 kept = [kept[p] for p in self._fit_anchor(views, names, metric, random_state, t0, report,
                                                           storage_options)]
@@ -704,14 +716,11 @@ class ONMSC(ClusterMixin, BaseEstimator):
         graph_params = dict(n_neighbors=n_neighbors, n_landmarks=n_landmarks,
                             n_nearest_landmarks=self.n_nearest_landmarks, n_ranked=n_ranked)
         m_extension = extension_landmarks(self.n_landmarks, self.n_nearest_landmarks, k, n, width)
-        tasks = [dask.delayed(_embed_view, pure=True)(X, solver, width, self.order, {**graph_params, "metric": m},
-                                                      s, view_label(p, names), m_extension)
-                 for p, (X, m, s) in enumerate(zip(inputs.sent, self.metric_, seeds))]
-        t1 = time.perf_counter()
-        report(f"graphs and embeddings: {len(tasks)} view{'s' * (len(tasks) > 1)} as Dask tasks ({solver} solver, "
+        t1, v = time.perf_counter(), len(inputs.sent)
+        report(f"graphs and embeddings: {v} view{'s' * (v > 1)} as Dask tasks ({solver} solver, "
                + f"N = {n_neighbors}, "
                + f"orders 1..{self.order}, width {width})")
-        results = dask.compute(*tasks)
+        results = _view_tasks(inputs, solver, width, self.order, graph_params, seeds, names, m_extension)
         usable = usable_graphs([r[0] for r in results], [view_label(p, names) for p in range(len(results))], k, width,
                                views=views)
         H, self.view_eigenvalues_ = np.stack([r[2] for r in results]), np.stack([r[3] for r in results])
@@ -777,25 +786,33 @@ class ONMSC(ClusterMixin, BaseEstimator):
             return float(auto) if value == "auto" else None
         return check_lambda(name, value, positive=name == "lambda2")
 
-    def _fit_early(self, views, names: list[str] | None, metric: str | list[str], t0: float) -> None:
-        """ONMSC-EF: Eq. 10 by fit_early_fusion (validates the views itself). The default N is the
-        one late fusion's rule settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a
-        worse N on MSRC-v5); that late fit's first-order embeddings of the same graphs serve the related-views
-        check, and its warnings are left to early fusion, which checks the same views and graphs."""
-        n_neighbors, self.n_neighbors_tried_, embeddings = self.n_neighbors, {}, None
-        if n_neighbors is None:  # exact graphs and the default lambdas: the settings early fusion shares
+    def _fit_early(self, inputs: _GraphInputs, names: list[str] | None, random_state: int | None, t0: float) -> None:
+        """ONMSC-EF: Eq. 10 by fit_early_fusion_graphs on the views' kNN graphs, built by the late path's Dask tasks
+        (_view_tasks: on the workers, where _load_on_workers keeps lazy views) with their first-order embeddings
+        for the related-views check; only these come to the client. The default N is the one late fusion's rule
+        settles on (docs/defaults.md: the same refit scored on EF's own embedding picked a worse N on MSRC-v5), and
+        that late fit's graphs and first-order embeddings at that N are used; its warnings are left to early
+        fusion, which checks the same graphs."""
+        k, n_neighbors, self.n_neighbors_tried_ = inputs.k, inputs.n_neighbors, {}
+        if self.n_neighbors is None:  # exact graphs and the default lambdas: the settings early fusion shares
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                late = clone(self).set_params(fusion="late", embedding="exact", metric=metric, lambda1="auto",
-                                              lambda2="auto", n_components=self.n_clusters, refine=False,
-                                              keep_intermediate=True).fit(views, view_names=names)
-            n_neighbors, self.n_neighbors_tried_, embeddings = (late.n_neighbors_, late.n_neighbors_tried_,
-                                                                late.view_embeddings_)
-        ef = fit_early_fusion(views, self.n_clusters, order=self.order, alpha=self.alpha,
-                              n_neighbors=n_neighbors, metric=metric, n_init=self.n_init, tol=self.tol,
-                              max_iter=self.max_iter, drop_unrelated_views=self.drop_unrelated_views,
-                              view_embeddings=embeddings, view_names=names,
-                              random_state=check_seed(self.random_state))
+                late = clone(self).set_params(fusion="late", embedding="exact", lambda1="auto", lambda2="auto",
+                                              n_components=k, refine=False)
+                late._fit_late(inputs, names, random_state, t0, lambda line: None)
+                late._refit_for_cluster_sizes(inputs, names, random_state, lambda line: None)
+            n_neighbors, self.n_neighbors_tried_ = late.n_neighbors_, late.n_neighbors_tried_
+            graphs, embeddings = late.view_graphs_, late.view_embeddings_
+        else:  # one seed for every view: the graphs and embeddings of fit_early_fusion
+            results = _view_tasks(inputs, "exact", k, 1, dict(n_neighbors=n_neighbors, n_landmarks=0,
+                                                              n_nearest_landmarks=0, n_ranked=0),
+                                  [random_state] * len(inputs.sent), names, None)
+            graphs, embeddings = [r[0] for r in results], np.stack([r[2] for r in results])
+        check_view_graphs(graphs, k, names, inputs.views)
+        ef = fit_early_fusion_graphs(graphs, k, inputs.metrics, n_neighbors, order=self.order, alpha=self.alpha,
+                                     n_init=self.n_init, tol=self.tol, max_iter=self.max_iter,
+                                     drop_unrelated_views=self.drop_unrelated_views, view_embeddings=embeddings,
+                                     view_names=names, random_state=random_state)
         r = ef.result
         self.metric_, self.n_neighbors_, self.embedding_solver_ = ef.metric, ef.n_neighbors, "exact"
         self.related_views_ = ef.related

@@ -546,6 +546,12 @@ def view_graphs(views, n_clusters: int, n_neighbors: int | None = None, metric: 
     """Validated views -> kNN affinities A_p (Eq. 1) with the ONMSC defaults; returns graphs, metrics, N."""
     views, k, N, metrics = resolve_graph_inputs(views, n_clusters, n_neighbors, metric, view_names)
     graphs = [view_affinity(X, N, m, random_state) for X, m in zip(views, metrics)]
-    for p, (X, A) in enumerate(zip(views, graphs)):
-        check_components(A, view_label(p, view_names), k, view=X)
+    check_view_graphs(graphs, k, view_names, views)
     return graphs, metrics, N
+
+
+def check_view_graphs(graphs: Sequence[sp.spmatrix], n_clusters: int, view_names: Sequence[str] | None = None,
+                      views: Sequence | None = None) -> None:
+    """check_components of each view's kNN graph (its view, when given, for the identical-rows note)."""
+    for p, A in enumerate(graphs):
+        check_components(A, view_label(p, view_names), n_clusters, view=None if views is None else views[p])

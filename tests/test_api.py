@@ -376,8 +376,8 @@ def test_wide_fits_score_their_read_out(monkeypatch):
         sel = ONMSC(2, order=1, lambda1=1.0, lambda2="select", n_neighbors=10, random_state=0).fit(views)
     assert len(picked) == len(sel.selection_) == 4 and all(X.shape == (1000, 4) for X in picked)
     assert not any(np.allclose(X.T @ X, np.eye(4)) for X in picked)  # T, not the orthonormal H*
-    real = api.fit_early_fusion
-    monkeypatch.setattr(api, "fit_early_fusion", lambda *a, **kw: early_inputs.append(kw["view_embeddings"]) or
+    real = api.fit_early_fusion_graphs
+    monkeypatch.setattr(api, "fit_early_fusion_graphs", lambda *a, **kw: early_inputs.append(kw["view_embeddings"]) or
                         real(*a, **kw))
     with dask.config.set(scheduler="sync"):
         ONMSC(2, fusion="early", random_state=0).fit(views)

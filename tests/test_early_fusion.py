@@ -190,15 +190,18 @@ def test_each_warning_once_as_in_late_fusion():
 
 
 def test_related_views_from_the_late_fit_embeddings(monkeypatch):
-    """The default N comes from a late fit, whose first-order embeddings of the same graphs the related-views check
-    reuses (it recomputed them, one eigensolve per view); same labels as early fusion given that N (n > 500: eigsh,
-    whose start vectors differ between the two fits)."""
+    """The default N comes from a late fit, whose graphs and first-order embeddings early fusion reuses (no second
+    round of graph tasks, no eigensolve on the client); given N, one round of graph tasks gives the graphs and their
+    first-order embeddings. Same labels either way (n > 500: eigsh, whose start vectors differ between the fits)."""
     views, _ = digits_views(600)
-    calls = []
+    calls, rounds = [], []
     monkeypatch.setattr(api, "exact_embedding", lambda *a: calls.append(1) or exact_embedding(*a))
+    real = api._view_tasks
+    monkeypatch.setattr(api, "_view_tasks", lambda *a: rounds.append(a[3]) or real(*a))
     est = ONMSC(K, fusion="early", random_state=0).fit(views)
-    assert calls == []
+    assert calls == [] and rounds and set(rounds) == {2}  # the late fit's (and refit's) rounds, orders 1..2
+    rounds.clear()
     given = ONMSC(K, fusion="early", n_neighbors=est.n_neighbors_, random_state=0).fit(views)
-    assert len(calls) == len(views)  # computed once per view when there is no late fit
+    assert calls == [] and rounds == [1]
     np.testing.assert_array_equal(est.labels_, given.labels_)
     np.testing.assert_array_equal(est.related_views_, given.related_views_)

@@ -1,5 +1,8 @@
 """The one chain behind ONMSC.fit (docs/pipeline.md): every input kind gives the in-memory labels, lazy views are
 read on the workers (never on the client), and ``cache`` makes the anchor chain's stages resumable."""
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -25,6 +28,27 @@ def _views(n: int = 500) -> tuple[list[np.ndarray], np.ndarray]:
     return [X[:n], X[:n] @ rng.standard_normal((64, 16))], y[:n]
 
 
+def _refused(*args, **kwargs):
+    raise AssertionError("a whole view was read on the client")
+
+
+@contextmanager
+def _client_without_views(tmp_path, monkeypatch, store: MultiViewStore, compute=_refused) -> Iterator[list]:
+    """A real scheduler with 2 worker processes while the client process cannot read a whole view of ``store`` nor
+    turn a dask array into numpy (``compute`` replaces dask's compute); yields the store's views as dask arrays."""
+    cluster = Cluster(tmp_path, 2, nanny=False)
+    try:
+        with Client(cluster.address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+            lazy = [store.view_dask(p) for p in range(store.n_views)]
+            monkeypatch.setattr(MultiViewStore, "read_view", _refused)
+            monkeypatch.setattr(da.Array, "compute", compute)
+            monkeypatch.setattr(da.Array, "__array__", _refused)
+            yield lazy
+    finally:
+        cluster.stop()
+
+
 def test_lazy_views_are_read_on_the_workers_with_the_in_memory_labels(tmp_path, monkeypatch):
     """A store and dask arrays read from it, fitted on a real scheduler with 2 worker processes while the client
     process cannot read a whole view nor compute a dask array: the labels of the same views in memory, with the
@@ -32,33 +56,46 @@ def test_lazy_views_are_read_on_the_workers_with_the_in_memory_labels(tmp_path, 
     views, y = _views()
     store = MultiViewStore.create(tmp_path / "v.zarr", views, y, chunk_rows=128)
     expected = {name: ONMSC(10, n_init=3, random_state=0, **kw).fit(views).labels_ for name, kw in SOLVERS.items()}
-
-    def refused(*args, **kwargs):
-        raise AssertionError("a whole view was read on the client")
-
     compute = da.Array.compute
     monkeypatch.setattr(outofcore, "DISTINCT_CHECK_ROWS", FIRST_ROWS)
 
     def first_rows_only(X, *args, **kwargs):  # the distinct-samples check reads the first rows on the client
         if X.shape[0] > FIRST_ROWS:
-            refused()
+            _refused()
         return compute(X, *args, **kwargs)
 
-    cluster = Cluster(tmp_path, 2, nanny=False)
-    try:
-        with Client(cluster.address, timeout="60s") as client:
-            client.wait_for_workers(2, timeout=120)
-            lazy = [store.view_dask(p) for p in range(store.n_views)]
-            monkeypatch.setattr(MultiViewStore, "read_view", refused)
-            monkeypatch.setattr(da.Array, "compute", first_rows_only)
-            monkeypatch.setattr(da.Array, "__array__", refused)
-            for name, kw in SOLVERS.items():
-                for given in (store, lazy):
-                    model = ONMSC(10, n_init=3, random_state=0, **kw).fit(given)
-                    np.testing.assert_array_equal(model.labels_, expected[name])
-                    assert model.n_features_in_.tolist() == [64, 16]
-    finally:
-        cluster.stop()
+    with _client_without_views(tmp_path, monkeypatch, store, first_rows_only) as lazy:
+        for name, kw in SOLVERS.items():
+            for given in (store, lazy):
+                model = ONMSC(10, n_init=3, random_state=0, **kw).fit(given)
+                np.testing.assert_array_equal(model.labels_, expected[name])
+                assert model.n_features_in_.tolist() == [64, 16]
+
+
+def test_early_fusion_of_lazy_views_builds_the_graphs_on_the_workers(tmp_path, monkeypatch):
+    """ONMSC(fusion="early") on a store and on dask arrays read from it, on a real scheduler with 2 worker processes
+    while the client process cannot read a whole view nor compute a dask array (views loaded, checked and turned
+    into kNN graphs on the workers): the labels, N and view warnings of the same views in memory, with the default
+    N (from the late fit) and a given N; a constant view is left out with numpy input's warning."""
+    digits, y = _views()
+    views = [digits[0], np.full((len(y), 5), 2.5), digits[1]]
+    settings, names = [{}, {"n_neighbors": 12}], ["a", "flat", "c"]
+
+    def fit(given, kw: dict) -> tuple[ONMSC, list[str]]:
+        with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant.*it is left out") as record:
+            model = ONMSC(10, fusion="early", n_init=3, random_state=0, **kw).fit(given, view_names=names)
+        return model, sorted(str(w.message) for w in record if "view" in str(w.message))
+
+    expected = [fit(views, kw) for kw in settings]
+    store = MultiViewStore.create(tmp_path / "v.zarr", views, y, view_names=names, chunk_rows=128)
+    with _client_without_views(tmp_path, monkeypatch, store) as lazy:
+        for given in (store, lazy):
+            for kw, (reference, messages) in zip(settings, expected):
+                model, warned = fit(given, kw)
+                np.testing.assert_array_equal(model.labels_, reference.labels_)
+                assert model.n_neighbors_ == reference.n_neighbors_ and warned == messages
+                assert model.left_out_views_.tolist() == [1] and model.view_weights_[1] == 0
+                np.testing.assert_allclose(model.view_weights_, reference.view_weights_)
 
 
 def test_cache_keeps_the_stages_of_in_memory_views_and_resumes(tmp_path):
