@@ -61,8 +61,8 @@ class OutOfCoreResult:
     target: np.ndarray  # T = S + lambda1 F (Eq. 12); the labels are k-means of its rows when wider than k
     view_weights: np.ndarray  # mu, (v,)
     objective: np.ndarray  # J after each late-fusion iteration
-    view_embeddings: np.ndarray  # H_p^(o), (v, O, n, width)
-    view_eigenvalues: np.ndarray  # their eigenvalues, (v, O, width) (spectral.embed_graph)
+    view_embeddings: np.ndarray  # H_p^(o), (v', O, n, width), of the v' views not in left_out_views
+    view_eigenvalues: np.ndarray  # their eigenvalues, (v', O, width) (spectral.embed_graph)
     average_embedding: np.ndarray  # F, n x width, of the related views
     related_views: np.ndarray  # (v,) bool, views kept by fusion.related_views (the others have weight 0)
     metrics: list[str]  # resolved metric of each view
@@ -71,6 +71,7 @@ class OutOfCoreResult:
     timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (resumed: reading it back)
     computed_stages: list[str] = field(default_factory=list)  # stages computed in this call (others resumed)
     refinement_objective: np.ndarray = field(default_factory=lambda: np.empty(0))  # refine_labels' trace (refine)
+    left_out_views: np.ndarray = field(default_factory=lambda: np.empty(0, int))  # constant views (weight 0)
 
     @classmethod
     def of(cls, model: Any) -> "OutOfCoreResult":
@@ -78,7 +79,7 @@ class OutOfCoreResult:
         return cls(model.labels_, model.embedding_, model.fusion_target_, model.view_weights_, model.objective_,
                    model.view_embeddings_, model.view_eigenvalues_, model.average_embedding_, model.related_views_,
                    model.metric_, bool(model.converged_), model.stage_parameters_, model.timings_,
-                   model.computed_stages_, model.refinement_objective_)
+                   model.computed_stages_, model.refinement_objective_, model.left_out_views_)
 
 
 # ---------------------------------------------------------------- chunk tasks

@@ -567,6 +567,11 @@ def test_cached_fit_with_a_constant_view_resumes_without_reading_the_views(small
     assert scans == [] and again.computed_stages_ == [] and again.left_out_views_.tolist() == [1]
     np.testing.assert_array_equal(again.labels_, first.labels_)
     np.testing.assert_array_equal(again.view_weights_, first.view_weights_)
+    with dask.config.set(scheduler="sync"), pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant"):
+        result = outofcore.fit_store(store, 10, n_landmarks=60, random_state=0)  # fit_store's names for the same
+    assert result.left_out_views.tolist() == [1] and result.view_weights[1] == 0
+    assert len(result.view_embeddings) == 2 and result.computed_stages == []
+    np.testing.assert_array_equal(result.labels, first.labels_)
 
 
 @pytest.mark.parametrize("fusion, embedding, stored", [("late", "exact", False), ("late", "anchor", False),
