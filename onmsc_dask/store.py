@@ -48,8 +48,9 @@ _MIN_CHUNK_ROWS = 1024
 #: codec of the dense views, which a fit reads twice (landmark scan, anchor graph), and of the stage results: LZ4 on
 #: byte-shuffled values. Fashion-MNIST 60k x (784 + 324 + 144) float32: 215 MB, written in 0.7 CPU-s and read in 0.3,
 #: against zarr's default zstd's 130 MB in 3.3 and 0.9 (uncompressed: 300 MB, 0.5 and 0.2); its embeddings H and one
-#: anchor matrix Z: 56 MB in 0.25 CPU-s against zstd's 55 MB in 0.85 (bench/RESULTS_scale.md)
-_CODEC = zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle")
+#: anchor matrix Z: 56 MB in 0.25 CPU-s against zstd's 55 MB in 0.85 (bench/RESULTS_scale.md). Each chunk ends in its
+#: CRC-32C: Blosc reads a truncated chunk of incompressible float64 values without an error, from past its end.
+_CODEC = (zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle"), zarr.codecs.Crc32cCodec())
 
 ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
 

@@ -193,7 +193,7 @@ def test_a_hand_made_store_whose_fill_value_could_pass_for_data(tmp_path, array)
 
 def test_codec_errors_reading_a_result_name_the_stage(fitted, tmp_path):
     """Read without the stage check (read_result_rows, as the embeddings stage reads Z; a stage without the record of
-    its files): a truncated chunk file's codec error (it used to be a raw `Zstd decompression error`) becomes the
+    its files): a truncated chunk file's checksum or codec error becomes the
     one line naming the stage."""
     copy = tmp_path / "s.zarr"
     shutil.copytree(fitted[0], copy)
