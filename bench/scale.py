@@ -11,6 +11,10 @@ with wall time, peak RSS of every process (client and workers, psutil) and ACC/N
 anchor fit at n = 7.5k, 15k, 30k, 60k (and 1M with ``--million``: views generated chunk by chunk into Zarr
 from shifted/deformed copies of the real images) and the log-log slope of time vs n.
 
+The ONMSC fits run on the pipeline's LocalCluster (``mnist60k.make_client``: ``--workers`` single-threaded workers,
+threads of this process with one BLAS thread per call; worker processes of ``--memory-limit`` with
+``--processes``); scikit-learn runs in this process with its own BLAS threads.
+
     python bench/scale.py                     # writes bench/results/scale.json
 """
 from __future__ import annotations
@@ -203,18 +207,21 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/onmsc-bench"))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--memory-limit", default="4GiB")
+    parser.add_argument("--processes", action="store_true",
+                        help="worker processes (default: thread workers, as pipelines/mnist60k.py runs)")
+    parser.add_argument("--memory-limit", default="4GiB", help="of each worker process (with --processes)")
     parser.add_argument("--skip-baselines", action="store_true", help="only the out-of-core anchor runs")
     parser.add_argument("--million", action="store_true", help="add n = 1M to the scaling sweep")
     parser.add_argument("--repeats", type=int, default=3,
                         help="timed runs of the warm anchor fit and of sklearn's fastest single view; the median "
                              "is reported (default: 3)")
     args = parser.parse_args(argv)
-    from distributed import Client, LocalCluster
-
+    cluster_args = argparse.Namespace(scheduler=None, workers=args.workers, processes=args.processes,
+                                      memory_limit=args.memory_limit if args.processes else None)
     args.work_dir.mkdir(parents=True, exist_ok=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    report: dict = {"cores": os.cpu_count(), "workers": args.workers, "load_average_start": os.getloadavg()}
+    report: dict = {"cores": os.cpu_count(), "workers": args.workers,
+                    "worker_kind": "processes" if args.processes else "threads", "load_average_start": os.getloadavg()}
 
     def save() -> None:
         args.out.write_text(json.dumps(report, indent=2))
@@ -223,9 +230,13 @@ def main(argv: list[str] | None = None) -> dict:
     store = mnist60k.build_store(args.data_dir, args.work_dir / "fmnist60k.zarr", None, 10000)
     report["store_seconds"] = round(time.perf_counter() - t0, 2)
     y = store.labels
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, memory_limit=args.memory_limit,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        pids = list(client.run(os.getpid).values())
+    with mnist60k.make_client(cluster_args) as client:
+        pids = sorted(set(client.run(os.getpid).values()))  # thread workers: this process
+
+        def fit_store_timed(store: MultiViewStore) -> tuple[object, dict]:
+            with mnist60k.blas_threads(cluster_args):
+                return timed(lambda: fit_store(store, K, n_landmarks=N_LANDMARKS, random_state=SEED,
+                                               client=client), pids)
         t0 = time.perf_counter()
         warm = warm_up(client)
         report["numba_warmup"] = {"cold_seconds_all_workers": round(time.perf_counter() - t0, 2),
@@ -235,8 +246,7 @@ def main(argv: list[str] | None = None) -> dict:
             runs = []
             for _ in range(repeats):  # each from a fresh copy of the views: every stage computed
                 copy = store.copy(args.work_dir / f"{run}.zarr", stages=False, overwrite=True)
-                res, t = timed(lambda: fit_store(copy, K, n_landmarks=N_LANDMARKS, random_state=SEED,
-                                                 client=client), pids)
+                res, t = fit_store_timed(copy)
                 runs.append({**t, **_scores(y, res.labels), "stage_seconds": {s: round(v, 2) for s, v in
                                                                                res.timings.items()}})
             median = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
@@ -253,8 +263,7 @@ def main(argv: list[str] | None = None) -> dict:
                      else mnist60k.build_store(args.data_dir, path, n, 10000))
             store_seconds = round(time.perf_counter() - t0, 2)
             run_store = built.copy(args.work_dir / "scale_run.zarr", stages=False, overwrite=True)
-            res, t = timed(lambda: fit_store(run_store, K, n_landmarks=N_LANDMARKS, random_state=SEED,
-                                             client=client), pids)
+            res, t = fit_store_timed(run_store)
             report["scaling"].append({"n": n, "store_seconds": store_seconds, **t,
                                       "stage_seconds": {s: round(v, 2) for s, v in res.timings.items()},
                                       **_scores(built.labels, res.labels)})
@@ -266,7 +275,8 @@ def main(argv: list[str] | None = None) -> dict:
         if not args.skip_baselines:
             views = [store.read_view(p) for p in range(store.n_views)]
             est = ONMSC(K, embedding="exact", random_state=SEED)
-            est, t = timed(lambda: est.fit(views), pids)
+            with mnist60k.blas_threads(cluster_args):
+                est, t = timed(lambda: est.fit(views), pids)
             report["onmsc_exact"] = {**t, **_scores(y, est.labels_)}
             print("exact", report["onmsc_exact"], flush=True)
             save()

@@ -190,7 +190,7 @@ def make_client(args: argparse.Namespace):
     """A Client on `--scheduler`, or on a new LocalCluster of `--workers` single-threaded workers: threads of this
     process (they share its imports and memory, so nothing is pickled between them; the tasks are NumPy/BLAS
     calls that release the GIL), or with `--processes` worker processes of `--memory-limit` each."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if args.scheduler:
         if args.workers is not None or args.memory_limit is not None or args.processes:
@@ -200,10 +200,8 @@ def make_client(args: argparse.Namespace):
     if args.memory_limit is not None and not args.processes:
         print("--memory-limit is not used without --processes: thread workers share this process's memory",
               flush=True)
-    cluster = LocalCluster(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,
-                           memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0,
-                           dashboard_address=":0")
-    return Client(cluster)
+    return Client(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,  # closed with it
+                  memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0, dashboard_address=":0")
 
 
 def blas_threads(args: argparse.Namespace) -> AbstractContextManager:

@@ -142,7 +142,7 @@ mat_mutations = st.tuples(st.lists(st.tuples(st.integers(0, 127), st.integers(0,
                           st.one_of(st.none(), st.integers(0, 10**6)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutation=mat_mutations)
 def test_fuzzed_mat_loads_same_shape_or_value_error(tmp_path, mat_bytes, mutation):
     flips, cut = mutation
