@@ -207,52 +207,21 @@ def _without_narrow_views(views, n_clusters: int, names=None):
     return [checked[i] for i in wide], [kept[i] for i in wide]
 
 
-def effective_columns(X, metric: str) -> float:
-    """(sum_j s_j)^2 / sum_j s_j^2 over the column variances s_j of a view's rows as its metric sees them
-    (graph._prepare: unit rows for cosine and counts): how many columns its distances spread over (1 when one column
-    holds all the variance; computable from column moments, chunk by chunk)."""
-    from onmsc_dask.graph import _prepare
-
-    Z = _prepare(X, metric)
-    if sp.issparse(Z):
-        variance = np.asarray(Z.multiply(Z).mean(axis=0)).ravel() - np.asarray(Z.mean(axis=0)).ravel() ** 2
-    else:
-        variance = np.asarray(Z, dtype=float).var(axis=0)
-    return float(variance.sum() ** 2 / max(np.sum(variance**2), 1e-300))
-
-
-#: views whose distances (in their auto metric) spread over fewer effective columns than this are "line views"
-LINE_VIEW_COLUMNS = 2.0
-
-
-def _line_views(views, n_clusters: int, names=None, float32: bool = False) -> tuple[list, list[int], list[bool]]:
-    """validation.informative_views, and for each view kept whether it is a line view: fewer than LINE_VIEW_COLUMNS
-    effective_columns in its auto metric (one feature's scale dominates its distances, so its kNN graph follows
-    that feature alone)."""
-    from onmsc_dask.graph import resolve_metric
+def _without_line_views(views, n_clusters: int, names=None, float32: bool = False):
+    """validation.informative_views, also leaving out the line views (fewer than graph.LINE_VIEW_COLUMNS
+    graph.effective_columns in their value metric) instead of standardizing them, unless all are."""
+    from onmsc_dask.graph import LINE_VIEW_COLUMNS, effective_columns, value_metric, value_summary
     from onmsc_dask.validation import informative_views
 
     checked, kept = informative_views(views, n_clusters, names, float32)
-    return checked, kept, [effective_columns(X, resolve_metric(X)) < LINE_VIEW_COLUMNS for X in checked]
-
-
-def _without_line_views(views, n_clusters: int, names=None, float32: bool = False):
-    """validation.informative_views, also leaving out the line views (_line_views), unless all are."""
-    checked, kept, line = _line_views(views, n_clusters, names, float32)
-    wide = [i for i in range(len(checked)) if not line[i]] or list(range(len(checked)))
+    wide = [i for i, X in enumerate(checked)
+            if effective_columns(X, value_metric(*value_summary(X), X.shape[1])) >= LINE_VIEW_COLUMNS]
+    wide = wide or list(range(len(checked)))
     return [checked[i] for i in wide], [kept[i] for i in wide]
 
 
-def _standardized_line_views(views, n_clusters: int, names=None, float32: bool = False):
-    """validation.informative_views, each line view (_line_views) with its columns standardized (so signed: the auto
-    metric is then euclidean)."""
-    checked, kept, line = _line_views(views, n_clusters, names, float32)
-    return [standardized(X.toarray() if sp.issparse(X) else X) if is_line else X
-            for X, is_line in zip(checked, line)], kept
-
-
 def _sublinear_term_weights(min_value: float, zero_fraction: float, integer: bool, n_features: int) -> str:
-    """graph.metric_for without its integer condition: non-negative views of at least 90% zeros (counts or term
+    """graph.value_metric without its integer condition: non-negative views of at least 90% zeros (counts or term
     weights, dense or sparse) get log(1 + x) and cosine."""
     if min_value < 0 or n_features == 1:
         return "euclidean"
@@ -295,9 +264,9 @@ VARIANTS = {
                              "spectral.NormalizedHighOrderAffinity": _regularized_affinity()}, {}),
     "average F": ({}, {"consensus_graph": "average"}),
     "keep unrelated": ({}, {"drop_unrelated_views": False}),
+    "no line-view rule": ({"graph.LINE_VIEW_COLUMNS": 0.0}, {}),
     "leave out line views": ({"api.informative_views": _without_line_views}, {}),
-    "standardize line views": ({"api.informative_views": _standardized_line_views}, {}),
-    "sublinear term weights": ({"graph.metric_for": _sublinear_term_weights}, {}),
+    "sublinear term weights": ({"graph.value_metric": _sublinear_term_weights}, {}),
     "standardized euclidean views": ({"graph._prepare": _standardized_euclidean()}, {}),
     "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
 }
