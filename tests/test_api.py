@@ -282,7 +282,8 @@ def test_other_input_errors(two_views):
     # a TypeError after the graphs were built ("x"), every iteration run silently (-1), a TypeError (None)
     (dict(tol="x"), "tol must be a number, got 'x'"),
     (dict(tol=-1), "tol must be finite and >= 0, got -1"),
-    (dict(metric=None), r"metric must be 'auto' or one of \('euclidean', 'cosine', 'counts'\).*got None"),
+    (dict(metric=None),
+     r"metric must be 'auto' or one of \('euclidean', 'standardized', 'cosine', 'counts'\).*got None"),
     (dict(metric=["cosine", 3]), "metric must be 'auto' or one of"),
     # early fusion used to ignore these silently
     (dict(fusion="early", embedding="anchor"), "embedding='anchor' applies to late fusion"),
@@ -945,6 +946,9 @@ def test_a_line_view_is_standardized_and_new_rows_take_the_fitted_scale():
     views, y = _views_with_a_line_view()
     model = ONMSC(4, random_state=0).fit(views)
     assert model.metric_ == ["standardized", "euclidean"]
+    lazy = ONMSC(4, random_state=0).fit([da.from_array(X, chunks=(100, -1)) for X in views])  # scaled on a worker
+    assert lazy.metric_ == model.metric_
+    np.testing.assert_array_equal(lazy.labels_, model.labels_)
     as_euclidean = ONMSC(4, metric="euclidean", random_state=0).fit(views)
     assert accuracy(y, model.labels_) > 0.95 > 0.8 > accuracy(y, as_euclidean.labels_), (
         accuracy(y, model.labels_), accuracy(y, as_euclidean.labels_))
