@@ -207,8 +207,21 @@ def _without_narrow_views(views, n_clusters: int, names=None):
     return [checked[i] for i in wide], [kept[i] for i in wide]
 
 
+def _without_line_views(views, n_clusters: int, names=None, float32: bool = False):
+    """validation.informative_views, also leaving out the line views (fewer than graph.LINE_VIEW_COLUMNS
+    graph.effective_columns in their value metric) instead of standardizing them, unless all are."""
+    from onmsc_dask.graph import LINE_VIEW_COLUMNS, effective_columns, value_metric, value_summary
+    from onmsc_dask.validation import informative_views
+
+    checked, kept = informative_views(views, n_clusters, names, float32)
+    wide = [i for i, X in enumerate(checked)
+            if effective_columns(X, value_metric(*value_summary(X), X.shape[1])) >= LINE_VIEW_COLUMNS]
+    wide = wide or list(range(len(checked)))
+    return [checked[i] for i in wide], [kept[i] for i in wide]
+
+
 def _sublinear_term_weights(min_value: float, zero_fraction: float, integer: bool, n_features: int) -> str:
-    """graph.metric_for without its integer condition: non-negative views of at least 90% zeros (counts or term
+    """graph.value_metric without its integer condition: non-negative views of at least 90% zeros (counts or term
     weights, dense or sparse) get log(1 + x) and cosine."""
     if min_value < 0 or n_features == 1:
         return "euclidean"
@@ -251,7 +264,9 @@ VARIANTS = {
                              "spectral.NormalizedHighOrderAffinity": _regularized_affinity()}, {}),
     "average F": ({}, {"consensus_graph": "average"}),
     "keep unrelated": ({}, {"drop_unrelated_views": False}),
-    "sublinear term weights": ({"graph.metric_for": _sublinear_term_weights}, {}),
+    "no line-view rule": ({"graph.LINE_VIEW_COLUMNS": 0.0}, {}),
+    "leave out line views": ({"api.informative_views": _without_line_views}, {}),
+    "sublinear term weights": ({"graph.value_metric": _sublinear_term_weights}, {}),
     "standardized euclidean views": ({"graph._prepare": _standardized_euclidean()}, {}),
     "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
 }

@@ -35,15 +35,15 @@ from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, 
 def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: int, label: str,
                 extension_landmarks: int | None):
     """kNN graph, ranked neighbours (for the rank-consensus graph, else None), H_p^(o) and their eigenvalues,
-    o = 1..order, of one view (one Dask task); and the ``extension_landmarks`` landmarks and anchor matrix Z predict
-    extends it by (None when there are too few samples)."""
+    o = 1..order, of one view (one Dask task); and the ``extension_landmarks`` landmarks, anchor matrix Z and column
+    scale predict extends it by (extend.landmark_graph; None when there are too few samples)."""
     graph, extra = build_graph(X, solver, random_state=seed, **graph_params)
     H, vals = embed_graph(graph, solver, k, order, n_landmarks=graph_params["n_landmarks"], random_state=seed,
                           label=label)
-    landmarks, Z = ((None, None) if extension_landmarks is None else
-                    landmark_graph(X, extension_landmarks, graph_params["n_nearest_landmarks"], graph_params["metric"],
-                                   seed))
-    return graph, extra, H, vals, landmarks, Z
+    landmarks, Z, scale = ((None, None, None) if extension_landmarks is None else
+                           landmark_graph(X, extension_landmarks, graph_params["n_nearest_landmarks"],
+                                          graph_params["metric"], seed))
+    return graph, extra, H, vals, landmarks, Z, scale
 
 
 def _inputs(views, view_names: Sequence[str] | None, storage_options: dict | None = None) -> tuple[Any, list[str] | None]:
@@ -289,7 +289,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         (validation.default_n_components). The labels are always k clusters, k-means of H* when it is k wide, else
         of the fusion target (assign.readout). Late fusion only; docs/solvers.md ("More eigenvectors than
         clusters").
-    metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
+    metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"standardized"`` (euclidean on columns divided by
+        their standard deviation; kNN graphs only), ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
         or a list with one entry per input view (a view left out takes its entry with it).
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
         min(1000, n / 10), at least twice the embedding width (validation.default_n_landmarks).
@@ -556,7 +557,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.refinement_objective_ = np.asarray(lab["refinement_objective"])
         used = np.flatnonzero(self.related_views_)
         fused = LateFusionResult(self.embedding_, self.fusion_target_, self.view_weights_[used], fus["rotations"])
-        self._extension_inputs_ = {"graphs": [(L, Z, m, self.n_nearest_landmarks)
+        self._extension_inputs_ = {"graphs": [(L, Z, m, self.n_nearest_landmarks, None)
                                               for L, Z, m in zip(r.landmarks, r.graphs, r.metrics)],
                                    "scales": self._fusion_scales(), "fused": fused, "used": used}
         self.timings_, self.computed_stages_, self.stage_parameters_ = r.timings, r.computed, params["labels"]
@@ -749,7 +750,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.view_embeddings_, self.average_embedding_ = H, F
         self.view_graphs_ = [r[0] for r in results]
         self._extension_inputs_ = {  # for _finish_fit, after the label refinement
-            "graphs": [(r[4], r[5], m, self.n_nearest_landmarks) for r, m in zip(results, self.metric_)],
+            "graphs": [(r[4], r[5], m, self.n_nearest_landmarks, r[6]) for r, m in zip(results, self.metric_)],
             "scales": self._fusion_scales(), "fused": fused, "used": used}
         self.timings_ = {"validate": t1 - t0, "graphs_and_embeddings": t2 - t1, "fusion": t3 - t2,
                          "kmeans": time.perf_counter() - t3}

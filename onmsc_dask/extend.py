@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from .assign import normalize_rows
 from .cluster import scattered
-from .graph import anchor_affinity, inv_sqrt, select_landmarks
+from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
 from .validation import check_finite, check_landmarks, check_same_rows, view_label, view_list
 
@@ -40,11 +40,13 @@ def extension_landmarks(n_landmarks: int | None, n_nearest: int, n_clusters: int
         return None
 
 
-def landmark_graph(X, n_landmarks: int, n_nearest: int, metric: str, seed: int | None) -> tuple[np.ndarray,
-                                                                                                  sp.csr_matrix]:
-    """Landmarks (graph.select_landmarks) and the anchor matrix Z of a view, for a kNN fit's extension."""
+def landmark_graph(X, n_landmarks: int, n_nearest: int, metric: str,
+                   seed: int | None) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray | None]:
+    """Landmarks (graph.select_landmarks) and the anchor matrix Z of a view, for a kNN fit's extension, and the
+    view's column_scale new rows are standardized by (None for other metrics)."""
+    scale = column_scale(X) if metric == "standardized" else None
     landmarks = select_landmarks(X, n_landmarks, seed, metric=metric)
-    return landmarks, anchor_affinity(X, landmarks, n_nearest, metric)
+    return landmarks, anchor_affinity(X, landmarks, n_nearest, metric, scale), scale
 
 
 def anchor_map(Z: sp.spmatrix, H: np.ndarray) -> np.ndarray:
@@ -85,9 +87,10 @@ class ViewExtension:
     n_nearest: int
     target: np.ndarray  # P_p, m x width: z_p(x) P_p is the view's share of T(x)
     refinement: np.ndarray | None  # m x k: the view's share of the label refinement's distances (anchor graphs)
+    scale: np.ndarray | None = None  # the fitted view's column_scale (standardized metric), applied to new rows
 
     def anchor_rows(self, X) -> sp.csr_matrix:
-        return anchor_affinity(X, self.landmarks, self.n_nearest, self.metric)
+        return anchor_affinity(X, self.landmarks, self.n_nearest, self.metric, self.scale)
 
 
 @dataclass
@@ -130,26 +133,28 @@ def polar_transform(T: np.ndarray) -> np.ndarray:
     return (Vt.T / np.maximum(sigma, np.finfo(float).tiny)) @ Vt
 
 
-def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int]], H: np.ndarray, scales: np.ndarray,
-                    F: np.ndarray, fused, used: np.ndarray, lambda1: float, labels: np.ndarray, k: int,
-                    anchor: bool, refined: bool) -> Extension:
-    """The Extension of a late fusion: ``graphs`` per view (landmarks, Z, metric, r), H (v, O, n, width) and the
-    per-order scales its eigenvectors were fused with (v, O, width: eigenvalues^1/2, or ones), F, the
-    fusion.LateFusionResult ``fused`` of the views ``used`` (indices), lambda1 and the final labels. ``anchor``:
-    the Z are the view graphs (exact maps), else regressions; ``refined``: predict by the refinement's step."""
+def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int, np.ndarray | None]], H: np.ndarray,
+                    scales: np.ndarray, F: np.ndarray, fused, used: np.ndarray, lambda1: float, labels: np.ndarray,
+                    k: int, anchor: bool, refined: bool) -> Extension:
+    """The Extension of a late fusion: ``graphs`` per view (landmarks, Z, metric, r, column scale or None), H
+    (v, O, n, width) and the per-order scales its eigenvectors were fused with (v, O, width: eigenvalues^1/2, or
+    ones), F, the fusion.LateFusionResult ``fused`` of the views ``used`` (indices), lambda1 and the final labels.
+    ``anchor``: the Z are the view graphs (exact maps), else regressions; ``refined``: predict by the refinement's
+    step."""
     fit_map = anchor_map if anchor else regression_map
     F_map = fit_map(_average_anchor_matrix([graphs[p][1] for p in used]), F)
     offsets = np.cumsum([0] + [graphs[p][1].shape[1] for p in used])
     views: list[ViewExtension | None] = [None] * len(graphs)
     for i, p in enumerate(used):
-        landmarks, Z, metric, r = graphs[p]
+        landmarks, Z, metric, r, scale = graphs[p]
         P = lambda1 * F_map[offsets[i]:offsets[i + 1]] / len(used)  # F(x) = z_avg(x) F_map, z_avg = [z_p] / v
         M = fit_map(Z, H[p, 0])
         for o in range(fused.rotations.shape[1]):
             if o and not anchor:  # an anchor graph's H^(o) is H^(1)
                 M = fit_map(Z, H[p, o])
             P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]
-        views[p] = ViewExtension(landmarks, metric, r, P, refinement_map(Z, labels, k) if refined else None)
+        views[p] = ViewExtension(landmarks, metric, r, P, refinement_map(Z, labels, k) if refined else None,
+                                 scale)
     readout_target, to_embedding = fused.embedding.shape[1] > k, polar_transform(fused.target)
     R = normalize_rows(fused.target if readout_target else fused.embedding)
     centres = np.stack([R[labels == c].mean(axis=0) if np.any(labels == c) else np.full(R.shape[1], np.inf)

@@ -11,8 +11,9 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.metrics import pairwise_distances_chunked
 
-from .validation import (METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors, check_views, metric_list,
-                         row_ids, user_warning, view_label, warn_zero_rows, width_label, zero_rows)
+from .validation import (METRICS, UNIT_ROW_METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors,
+                         check_views, metric_list, row_ids, user_warning, view_label, warn_zero_rows, width_label,
+                         zero_rows)
 
 #: views with at most this many samples use exact (brute-force) neighbours; above it pynndescent
 BRUTE_FORCE_MAX_SAMPLES = 8192
@@ -21,6 +22,9 @@ BRUTE_FORCE_MAX_SAMPLES = 8192
 LANDMARK_INITS = ("random", "k-means++")
 #: a non-negative integer view with at least this fraction of zeros is treated as counts (bag of words)
 COUNTS_MIN_ZERO_FRACTION = 0.9
+#: a view whose rows, in its value metric (value_metric), spread over fewer effective columns than this
+#: (effective_columns) has distances that follow one column: the auto metric of its kNN graph is ``standardized``
+LINE_VIEW_COLUMNS = 2.0
 #: a clustering into at least 3 clusters whose largest holds more than this share of the samples has a giant cluster
 GIANT_CLUSTER_SHARE = 0.5
 #: most neighbours each view ranks for the rank-consensus graph with exact search (its lists take n x L per view)
@@ -39,30 +43,78 @@ def value_summary(X) -> tuple[float, float, bool]:
     return float(values.min()) if values.size else 0.0, zeros / max(size, 1), integer
 
 
-def metric_for(min_value: float, zero_fraction: float, integer: bool, n_features: int) -> str:
-    """The ``auto`` rule: sparse non-negative integer data are counts (bag of words: cosine on log(1 + count),
-    damping frequent terms); other non-negative data (histograms, intensities) use cosine, since their
-    direction matters more than their length; data with negative values, or a single feature (whose only
-    direction is its sign), use euclidean."""
+def value_metric(min_value: float, zero_fraction: float, integer: bool, n_features: int) -> str:
+    """The metric the values call for: sparse non-negative integer data are counts (bag of words: cosine on
+    log(1 + count), damping frequent terms); other non-negative data (histograms, intensities) use cosine, since their
+    direction matters more than their length; data with negative values, or a single feature (whose only direction
+    is its sign), use euclidean."""
     if min_value < 0 or n_features == 1:
         return "euclidean"
     return "counts" if integer and zero_fraction >= COUNTS_MIN_ZERO_FRACTION else "cosine"
 
 
+def metric_for(min_value: float, zero_fraction: float, integer: bool, n_features: int,
+               effective: float = np.inf) -> str:
+    """The ``auto`` rule: value_metric, unless the view's rows in that metric spread over fewer than
+    LINE_VIEW_COLUMNS effective columns (``effective``: effective_columns; the kNN paths measure it, the anchor chain
+    does not): then one column's scale sets every distance, and its columns are ``standardized`` (docs/defaults.md,
+    "Line views")."""
+    metric = value_metric(min_value, zero_fraction, integer, n_features)
+    return "standardized" if n_features > 1 and effective < LINE_VIEW_COLUMNS else metric
+
+
+#: rows per block when column_variances reads a view (bounds the copy _prepare makes of cosine or counts rows)
+VARIANCE_BLOCK_ROWS = 4096
+
+
+def column_variances(X, metric: str = "euclidean") -> np.ndarray:
+    """The variance of each column of a view's rows as ``metric`` sees them (_prepare, row-local for euclidean,
+    cosine and counts), accumulated over blocks of VARIANCE_BLOCK_ROWS rows."""
+    n, sums, squares = X.shape[0], np.zeros(X.shape[1]), np.zeros(X.shape[1])
+    for start in range(0, n, VARIANCE_BLOCK_ROWS):
+        Z = _prepare(X[start:start + VARIANCE_BLOCK_ROWS], metric)
+        if sp.issparse(Z):
+            sums += np.asarray(Z.sum(axis=0), dtype=np.float64).ravel()
+            squares += np.asarray(Z.multiply(Z).sum(axis=0), dtype=np.float64).ravel()
+        else:
+            Z = np.asarray(Z, dtype=np.float64)
+            sums += Z.sum(axis=0)
+            squares += np.einsum("ij,ij->j", Z, Z)
+    return np.maximum(squares / max(n, 1) - (sums / max(n, 1)) ** 2, 0.0)
+
+
+def effective_columns(X, metric: str) -> float:
+    """(sum_j s_j)^2 / sum_j s_j^2 over the column variances s_j of the view's rows as ``metric`` (a row-local one)
+    sees them: how many columns its squared distances spread over (d for columns of equal variance, 1 when one
+    column holds it all); inf for a view without variance."""
+    variances = column_variances(X, metric)
+    total = float(np.sum(variances**2))
+    return float(variances.sum() ** 2 / total) if total > 0 else np.inf
+
+
+def column_scale(X) -> np.ndarray:
+    """Each column's standard deviation (1 for a constant column): what the ``standardized`` metric divides by."""
+    scale = np.sqrt(column_variances(X))
+    return np.where(scale > 0, scale, 1.0)
+
+
 def resolve_metric(X, metric: str = "auto", label: str = "the view") -> str:
-    """Metric for a view (``auto``: ``metric_for`` its values), checked against its values."""
-    return metric_from_values(metric, *value_summary(X), X.shape[1], label=label)
+    """Metric for a view's kNN graph (``auto``: ``metric_for`` its values and effective columns), checked against
+    its values."""
+    summary = value_summary(X)
+    return metric_from_values(metric, *summary, X.shape[1], label=label,
+                              effective=effective_columns(X, value_metric(*summary, X.shape[1])))
 
 
 def metric_from_values(metric: str, min_value: float, zero_fraction: float, integer: bool, n_features: int,
-                       label: str = "the view") -> str:
-    """``metric_for`` the values for ``auto``; a given metric is checked: ``counts`` needs non-negative values,
-    ``cosine`` and ``counts`` more than one feature."""
+                       label: str = "the view", effective: float = np.inf) -> str:
+    """``metric_for`` the values (and ``effective`` columns) for ``auto``; a given metric is checked: ``counts``
+    needs non-negative values, ``cosine`` and ``counts`` more than one feature."""
     if metric == "auto":
-        return metric_for(min_value, zero_fraction, integer, n_features)
+        return metric_for(min_value, zero_fraction, integer, n_features, effective)
     if metric not in METRICS:
         raise ValueError(f"metric must be 'auto' or one of {METRICS}, got {metric!r}")
-    if metric != "euclidean" and n_features == 1:
+    if metric in UNIT_ROW_METRICS and n_features == 1:
         raise ValueError(f"{label}: metric {metric!r} compares directions, and a single feature has one direction "
                          "(every row becomes the same unit vector, a constant view); use 'euclidean'")
     if metric == "counts" and min_value < 0:
@@ -95,11 +147,15 @@ def giant_cluster(labels: np.ndarray, n_clusters: int) -> bool:
     return n_clusters >= 3 and np.bincount(labels).max() > GIANT_CLUSTER_SHARE * len(labels)
 
 
-def _prepare(X, metric: str):
+def _prepare(X, metric: str, scale: np.ndarray | None = None):
     """Rows ready for the metric: log(1 + count) for counts, then unit-normalized for cosine and counts (so
-    euclidean search is equivalent)."""
+    euclidean search is equivalent); for standardized, each column divided by ``scale`` (column_scale; default X's
+    own: the view's, for a whole view)."""
     if metric == "euclidean":
         return X
+    if metric == "standardized":
+        scale = column_scale(X) if scale is None else scale
+        return X @ sp.diags(1.0 / scale) if sp.issparse(X) else X / scale
     if metric == "counts":
         X = X.log1p() if sp.issparse(X) else np.log1p(X)
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else (X * X).sum(axis=1))
@@ -123,7 +179,7 @@ def nearest_neighbors(X, n_neighbors: int, metric: str, random_state: int | None
                           n_jobs=1 if random_state is not None else None, compressed=True)
         ind, dist = index.neighbor_graph
         ind, dist = _drop_self(ind, dist)
-    if metric != "euclidean":  # chord length of unit vectors -> cosine distance
+    if metric in UNIT_ROW_METRICS:  # chord length of unit vectors -> cosine distance
         dist = dist**2 / 2.0
     return ind.astype(np.int64), dist.astype(np.float64)
 
@@ -284,9 +340,11 @@ def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int 
 
 
 def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int, seed: int | None,
-                     init: str = "random", metric: str = "euclidean") -> np.ndarray | sp.csr_matrix:
+                     init: str = "random", metric: str = "euclidean",
+                     scale: np.ndarray | None = None) -> np.ndarray | sp.csr_matrix:
     """k-means centres (one start, 50 Lloyd iterations) of the sampled rows (blocks, concatenated) in the metric's
-    space (``_prepare``: log1p for counts, unit rows for cosine and counts), where anchor_affinity measures
+    space (``_prepare``: log1p for counts, unit rows for cosine and counts, columns divided by the view's ``scale``
+    for standardized, which needs it), where anchor_affinity measures
     distances; unit-normalized for cosine and counts. Sparse rows give sparse centres (sparse_kmeans), so a wide
     sparse view is never densified. A sample of at most ``n_landmarks`` distinct rows gives those rows instead
     (k-means would repeat centres), so there can be fewer landmarks than asked."""
@@ -294,8 +352,10 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
 
     if init not in LANDMARK_INITS:
         raise ValueError(f"landmark init must be one of {LANDMARK_INITS}, got {init!r}")
+    if metric == "standardized" and scale is None:
+        raise ValueError("standardized landmarks need the whole view's column_scale, not the sample's")
     sparse = sp.issparse(samples[0])
-    sample = _prepare(sp.vstack(samples, format="csr") if sparse else np.concatenate(samples), metric)
+    sample = _prepare(sp.vstack(samples, format="csr") if sparse else np.concatenate(samples), metric, scale)
     if sparse:
         ids = row_ids(sample)
         first = np.unique(ids, return_index=True)[1]
@@ -309,7 +369,7 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
         else:
             km = KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed)
             centres = km.fit(sample).cluster_centers_
-    return centres if metric == "euclidean" else _prepare(centres, "cosine")
+    return _prepare(centres, "cosine") if metric in UNIT_ROW_METRICS else centres
 
 
 def sparse_kmeans(X: sp.csr_matrix, k: int, seed: int | None, init: str = "random",
@@ -352,18 +412,21 @@ def sparse_kmeans(X: sp.csr_matrix, k: int, seed: int | None, init: str = "rando
 def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sample_size: int = 5000,
                      init: str = "random", metric: str = "euclidean") -> np.ndarray | sp.csr_matrix:
     """The anchor points of an anchor graph: k-means centres of a uniform sample of rows in the metric's space
-    (outofcore.py reads the same sample chunk by chunk); sparse for a sparse view."""
+    (outofcore.py reads the same sample chunk by chunk; standardized by X's column_scale); sparse for a sparse
+    view."""
     sample = X[landmark_rows(X.shape[0], n_landmarks, sample_size, random_state)]
     return landmark_centres([sp.csr_matrix(sample) if sp.issparse(sample) else sample], n_landmarks, random_state,
-                            init, metric)
+                            init, metric, column_scale(X) if metric == "standardized" else None)
 
 
-def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:
+def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str,
+                    scale: np.ndarray | None = None) -> sp.csr_matrix:
     """Z (n x m): each row links to its ``n_nearest`` landmarks (given in the metric's space, as landmark_centres
-    returns them; ``nearest_landmarks``) with self-tuned Gaussian weights, rows sum to 1."""
+    returns them; ``nearest_landmarks``) with self-tuned Gaussian weights, rows sum to 1. ``scale``: the fitted
+    view's column_scale for standardized (default X's own, right only when X is that whole view)."""
     L = landmarks
     r = min(n_nearest, L.shape[0])
-    ind, sq_dist = nearest_landmarks(_prepare(X, metric), L, r)
+    ind, sq_dist = nearest_landmarks(_prepare(X, metric, scale), L, r)
     dist = np.sqrt(sq_dist)
     sigma = np.maximum(dist[:, -1:], np.finfo(float).eps) if r > 1 else np.ones((len(dist), 1))
     w = np.exp(-(dist**2) / sigma**2) + np.finfo(float).tiny
@@ -508,10 +571,13 @@ def build_graph(X, solver: str, *, n_neighbors: int, metric: str, n_landmarks: i
 
 
 def view_facts(X, with_row_ids: bool = True) -> dict:
-    """What resolve_view_inputs needs of a view (computed where the view is): rows, features, value summary,
-    all-zero rows and, with ``with_row_ids``, the row ids of its distinct rows."""
-    zr = zero_rows(X)
-    facts = {"n": X.shape[0], "d": X.shape[1], "summary": value_summary(X), "zero_rows": (int(zr.size), zr[:5].tolist())}
+    """What resolve_view_inputs needs of a view (computed where the view is): rows, features, value summary, its
+    effective columns in its value metric, all-zero rows and, with ``with_row_ids``, the row ids of its distinct
+    rows."""
+    zr, summary = zero_rows(X), value_summary(X)
+    facts = {"n": X.shape[0], "d": X.shape[1], "summary": summary,
+             "effective": effective_columns(X, value_metric(*summary, X.shape[1])),
+             "zero_rows": (int(zr.size), zr[:5].tolist())}
     return {**facts, "row_ids": row_ids(X)} if with_row_ids else facts
 
 
@@ -523,7 +589,7 @@ def resolve_view_inputs(facts: list[dict], n_clusters: int, n_neighbors: int | N
     k = check_n_clusters(n_clusters, n)
     check_distinct(k)
     N = check_n_neighbors(default_n_neighbors(n, k) if n_neighbors is None else n_neighbors, n)
-    metrics = [metric_from_values(m, *f["summary"], f["d"], label=view_label(p, view_names))
+    metrics = [metric_from_values(m, *f["summary"], f["d"], view_label(p, view_names), f["effective"])
                for p, (f, m) in enumerate(zip(facts, metric_list(metric, len(facts))))]
     for p, (f, m) in enumerate(zip(facts, metrics)):
         warn_zero_rows(*f["zero_rows"], m, view_label(p, view_names))

@@ -409,6 +409,9 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
     if method not in METHODS:
         raise ValueError(f"anchor_method must be one of {METHODS}, got {method!r}")
     check_int("landmark_sample", landmark_sample)
+    if "standardized" in metric:
+        raise ValueError("metric 'standardized' needs kNN graphs (embedding 'exact' or 'nystrom'): the anchor chain "
+                         "reads each view in row chunks, without its column scales")
     params = {"landmarks": {"n_landmarks": n_landmarks, "metric": metric, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample,
                             **({} if views is None else {"views": views})}}

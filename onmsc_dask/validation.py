@@ -13,7 +13,9 @@ import scipy.sparse as sp
 #: rows compared first by check_distinct_samples (all rows only when these hold fewer than k distinct samples)
 DISTINCT_CHECK_ROWS = 2000
 #: the per-view metrics (graph.metric_for chooses one for "auto")
-METRICS = ("euclidean", "cosine", "counts")
+METRICS = ("euclidean", "standardized", "cosine", "counts")
+#: the metrics that compare directions: rows unit-normalized (graph._prepare), so all-zero rows have none
+UNIT_ROW_METRICS = ("cosine", "counts")
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -202,7 +204,7 @@ def check_views(views, view_names: Sequence[str] | None = None) -> list:
 def warn_zero_rows(n_zero: int, examples: Sequence[int], metric: str, label: str) -> None:
     """Warn about the all-zero rows of a cosine or counts view: they have no direction (under euclidean they are
     points at the origin like any other)."""
-    if n_zero and metric != "euclidean":
+    if n_zero and metric in UNIT_ROW_METRICS:
         user_warning(f"{label}: {n_zero} all-zero rows (e.g. {list(examples)[:5]}); they have no direction under "
                      f"the {metric} metric, so they are linked by distance only")
 

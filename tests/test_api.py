@@ -282,7 +282,8 @@ def test_other_input_errors(two_views):
     # a TypeError after the graphs were built ("x"), every iteration run silently (-1), a TypeError (None)
     (dict(tol="x"), "tol must be a number, got 'x'"),
     (dict(tol=-1), "tol must be finite and >= 0, got -1"),
-    (dict(metric=None), r"metric must be 'auto' or one of \('euclidean', 'cosine', 'counts'\).*got None"),
+    (dict(metric=None),
+     r"metric must be 'auto' or one of \('euclidean', 'standardized', 'cosine', 'counts'\).*got None"),
     (dict(metric=["cosine", 3]), "metric must be 'auto' or one of"),
     # early fusion used to ignore these silently
     (dict(fusion="early", embedding="anchor"), "embedding='anchor' applies to late fusion"),
@@ -928,3 +929,47 @@ def test_early_fusion_labels_are_not_refined(small_digits):
     fits = [ONMSC(10, fusion="early", refine=r, random_state=0).fit(views) for r in (True, False)]
     np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
     assert fits[0].refinement_objective_.size == 0
+
+
+def _views_with_a_line_view(n: int = 300, seed: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
+    """Four blobs: view 0 holds them in two unit-scale columns beside a noise column 100x wider (a line view:
+    euclidean distances follow the noise), view 1 in ten columns of which noise hides half."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 4
+    centres = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0], [6.0, 6.0]])
+    line = np.column_stack([centres[y] + rng.normal(size=(n, 2)), rng.normal(scale=100.0, size=n)])
+    other = rng.normal(scale=3.0, size=(4, 10))[y] + rng.normal(scale=3.0, size=(n, 10))
+    return [line, other], y
+
+
+def test_a_line_view_is_standardized_and_new_rows_take_the_fitted_scale():
+    views, y = _views_with_a_line_view()
+    model = ONMSC(4, random_state=0).fit(views)
+    assert model.metric_ == ["standardized", "euclidean"]
+    lazy = ONMSC(4, random_state=0).fit([da.from_array(X, chunks=(100, -1)) for X in views])  # scaled on a worker
+    assert lazy.metric_ == model.metric_
+    np.testing.assert_array_equal(lazy.labels_, model.labels_)
+    as_euclidean = ONMSC(4, metric="euclidean", random_state=0).fit(views)
+    assert accuracy(y, model.labels_) > 0.95 > 0.8 > accuracy(y, as_euclidean.labels_), (
+        accuracy(y, model.labels_), accuracy(y, as_euclidean.labels_))
+    # new rows are scaled by the fitted view's deviations: rows of one cluster alone (whose own deviations differ)
+    # keep the labels of the fit
+    np.testing.assert_allclose(model.extension_.views[0].scale, views[0].std(axis=0))
+    one = model.labels_ == model.labels_[0]
+    assert np.mean(model.predict([X[one] for X in views]) == model.labels_[0]) > 0.95
+
+
+def test_the_line_view_rule_leaves_other_views_alone(digits, monkeypatch):
+    views, _ = digits
+    fitted = ONMSC(10, random_state=0).fit(views)
+    assert "standardized" not in fitted.metric_
+    monkeypatch.setattr("onmsc_dask.graph.LINE_VIEW_COLUMNS", 0.0)  # the rule off
+    np.testing.assert_array_equal(ONMSC(10, random_state=0).fit(views).labels_, fitted.labels_)
+
+
+def test_anchor_graphs_keep_the_value_metric_and_refuse_standardized():
+    views, _ = _views_with_a_line_view()
+    anchor = dict(embedding="anchor", n_landmarks=40, random_state=0)
+    assert ONMSC(4, **anchor).fit(views).metric_ == ["euclidean", "euclidean"]  # the chain reads row chunks
+    with pytest.raises(ValueError, match="'standardized' needs kNN graphs"):
+        ONMSC(4, metric="standardized", **anchor).fit(views)

@@ -453,6 +453,60 @@ def test_auto_metric_rule_by_data_nature():
     assert resolve_metric(rng.normal(size=(50, 5))) == "euclidean"
 
 
+def _line_view(n=300, seed=0):
+    """Three blobs in two columns of unit scale beside a third column of noise 100x wider: in euclidean distances
+    the noise column is almost all there is (a line view)."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    centres = np.array([[0.0, 0.0], [6.0, 0.0], [3.0, 6.0]])
+    return np.column_stack([centres[y] + rng.normal(size=(n, 2)), rng.normal(scale=100.0, size=n)]), y
+
+
+def test_effective_columns_count_the_columns_the_distances_spread_over():
+    rng = np.random.default_rng(3)
+    assert graph.effective_columns(rng.normal(size=(2000, 6)), "euclidean") == pytest.approx(6, rel=0.05)
+    X, _ = _line_view()
+    assert graph.effective_columns(X, "euclidean") < 1.1
+    assert graph.effective_columns(X / graph.column_scale(X), "euclidean") == pytest.approx(3, rel=0.05)
+    S = sp.random(500, 40, density=0.1, format="csr", random_state=0)
+    assert graph.effective_columns(S, "cosine") == pytest.approx(graph.effective_columns(S.toarray(), "cosine"))
+    # cosine sees the unit rows: non-negative rows whose directions turn in one plane only are a line view too
+    turning = np.column_stack([np.ones(300), rng.random(300), 0.01 * rng.random((300, 3))])
+    assert graph.effective_columns(turning, "cosine") < 2 < graph.effective_columns(rng.random((300, 5)), "cosine")
+    assert graph.effective_columns(np.ones((10, 3)), "euclidean") == np.inf  # no variance
+
+
+def test_auto_metric_standardizes_a_line_view_only():
+    X, y = _line_view()
+    assert resolve_metric(X) == "standardized"
+    assert resolve_metric(X, "euclidean") == "euclidean"  # a given metric stays
+    assert resolve_metric(X[:, :1]) == "euclidean"  # one feature: nothing to rescale
+    blobs, _ = _blobs()
+    assert resolve_metric(blobs) == "euclidean"  # columns of similar scale: unchanged
+    assert resolve_metric(np.abs(blobs)) == "cosine"
+    # the standardized metric is euclidean on columns divided by their standard deviation
+    ind, dist = nearest_neighbors(X, 8, "standardized")
+    ind_e, dist_e = nearest_neighbors(X / X.std(axis=0), 8, "euclidean")
+    np.testing.assert_array_equal(ind, ind_e)
+    np.testing.assert_allclose(dist, dist_e)
+    # and its kNN graph follows the blobs where the euclidean one follows the noise column
+    same = {"standardized": np.mean(y[ind] == y[:, None]),
+            "euclidean": np.mean(y[nearest_neighbors(X, 8, "euclidean")[0]] == y[:, None])}
+    assert same["standardized"] > 0.95 > 0.6 > same["euclidean"], same  # 0.995 and 0.528
+
+
+def test_standardized_landmarks_and_anchor_rows_use_the_views_scale():
+    X, _ = _line_view()
+    scale = graph.column_scale(X)
+    L = select_landmarks(X, 20, 0, metric="standardized")
+    np.testing.assert_allclose(L, select_landmarks(X / scale, 20, 0, metric="euclidean"))
+    rows = X[:30]  # new rows are scaled by the fitted view's deviations, not their own
+    np.testing.assert_allclose(anchor_affinity(rows, L, 3, "standardized", scale).toarray(),
+                               anchor_affinity(rows / scale, L, 3, "euclidean").toarray())
+    with pytest.raises(ValueError, match="column_scale"):
+        graph.landmark_centres([rows], 10, 0, metric="standardized")
+
+
 def test_counts_metric_is_cosine_of_log1p():
     rng = np.random.default_rng(1)
     X = rng.integers(0, 4, (60, 30)).astype(float)
