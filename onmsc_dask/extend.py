@@ -45,7 +45,7 @@ def landmark_graph(X, n_landmarks: int, n_nearest: int, metric: str,
     """Landmarks (graph.select_landmarks) and the anchor matrix Z of a view, for a kNN fit's extension, and the
     view's column_scale new rows are standardized by (None for other metrics)."""
     scale = column_scale(X) if metric == "standardized" else None
-    landmarks = select_landmarks(X, n_landmarks, seed, metric=metric)
+    landmarks = select_landmarks(X, n_landmarks, seed, metric=metric, scale=scale)
     return landmarks, anchor_affinity(X, landmarks, n_nearest, metric, scale), scale
 
 

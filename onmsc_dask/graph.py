@@ -410,13 +410,16 @@ def sparse_kmeans(X: sp.csr_matrix, k: int, seed: int | None, init: str = "rando
 
 
 def select_landmarks(X, n_landmarks: int, random_state: int | None = None, sample_size: int = 5000,
-                     init: str = "random", metric: str = "euclidean") -> np.ndarray | sp.csr_matrix:
+                     init: str = "random", metric: str = "euclidean",
+                     scale: np.ndarray | None = None) -> np.ndarray | sp.csr_matrix:
     """The anchor points of an anchor graph: k-means centres of a uniform sample of rows in the metric's space
-    (outofcore.py reads the same sample chunk by chunk; standardized by X's column_scale); sparse for a sparse
-    view."""
+    (outofcore.py reads the same sample chunk by chunk; standardized by ``scale``, default X's column_scale); sparse
+    for a sparse view."""
+    if metric == "standardized" and scale is None:
+        scale = column_scale(X)
     sample = X[landmark_rows(X.shape[0], n_landmarks, sample_size, random_state)]
     return landmark_centres([sp.csr_matrix(sample) if sp.issparse(sample) else sample], n_landmarks, random_state,
-                            init, metric, column_scale(X) if metric == "standardized" else None)
+                            init, metric, scale)
 
 
 def anchor_affinity(X, landmarks: np.ndarray, n_nearest: int, metric: str,
