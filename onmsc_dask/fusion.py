@@ -23,15 +23,18 @@ def polar(C: np.ndarray) -> np.ndarray:
     return U @ Vt
 
 
-def alignment_matrix(H: np.ndarray) -> np.ndarray:
-    """M_pq = sum_o ||H_p^(o)T H_q^(o)||_F^2 / k for H of shape (v, O, n, k); PSD (a Gram matrix), M_pp = O when
-    the H_p^(o) are orthonormal (bare eigenvectors)."""  # M of Eq. 11
+def alignment_matrix(H: np.ndarray | ScaledViews) -> np.ndarray:
+    """M_pq = sum_o ||H_p^(o)T H_q^(o)||_F^2 / k for H of shape (v, O, n, k) or ScaledViews; PSD (a Gram matrix),
+    M_pp = O when the H_p^(o) are orthonormal (bare eigenvectors)."""  # M of Eq. 11
+    H = scaled_views(H)
     v, O, _, k = H.shape
     M = np.zeros((v, v))
-    for o in range(O):
-        for p in range(v):
-            for q in range(p, v):
-                M[p, q] += np.sum((H[p, o].T @ H[q, o]) ** 2) / k
+    for p in range(v):
+        for q in range(p, v):
+            for o in range(O):
+                if o < H.blocks:  # else the orders share the blocks, and their product
+                    G = H.H[H.used[p], o].T @ H.H[H.used[q], o]
+                M[p, q] += np.sum((H.scale(p, o) * G * H.scale(q, o).T) ** 2) / k
     return np.triu(M) + np.triu(M, 1).T
 
 
@@ -147,18 +150,48 @@ def eigenvalue_scaled(H: np.ndarray, eigenvalues: np.ndarray) -> np.ndarray:
 
 class ScaledViews:
     """The views ``used`` (indices) of H (v, O, n, k), each block H_p^(o) times its column scales (v, O, k; None:
-    unscaled) when indexed ``[p, o]``: what late_fusion reads of eigenvalue_scaled(views_used(H, used), ...), the
-    same numbers, without an n x k copy of every view (H may be a broadcast view, as an anchor graph's orders)."""
+    unscaled): what late_fusion reads of eigenvalue_scaled(views_used(H, used), ...), the same numbers, without an
+    n x k copy of any view (H may be a broadcast view, as an anchor graph's orders). Its products apply the scales to
+    the k x k factors, and multiply a block that every order shares (a broadcast H) once."""
 
     def __init__(self, H: np.ndarray, scales: np.ndarray | None, used: np.ndarray) -> None:
         self.H, self.scales, self.used = H, scales, np.asarray(used)
         self.shape = (len(self.used), *H.shape[1:])
         self.dtype = H.dtype if scales is None else np.result_type(H, scales)
+        self.blocks = 1 if H.shape[1] > 1 and H.strides[1] == 0 else H.shape[1]  # distinct H_p^(o) per view
 
-    def __getitem__(self, index: tuple[int, int]) -> np.ndarray:
-        p, o = index
-        block = self.H[self.used[p], o]
-        return block if self.scales is None else block * self.scales[self.used[p], o]
+    def scale(self, p: int, o: int) -> np.ndarray:
+        """View p's column scales at order o, as a column (k x 1)."""
+        return np.ones((self.shape[3], 1)) if self.scales is None else self.scales[self.used[p], o][:, None]
+
+    def cross(self, X: np.ndarray) -> np.ndarray:
+        """H_p^(o)T X of every view and order, (v, O, k, X's columns)."""
+        v, O = self.shape[:2]
+        out = np.empty((v, O, self.shape[3], X.shape[1]), dtype=np.result_type(self.dtype, X))
+        for p in range(v):
+            for o in range(O):
+                out[p, o] = self.H[self.used[p], o].T @ X if o < self.blocks else out[p, 0]
+            if self.scales is not None:
+                out[p] *= self.scales[self.used[p], :, :, None]
+        return out
+
+    def combine(self, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """S = sum_{p,o} mu_p H_p^(o) W_p^(o), one n x k product per stored block, accumulated in place (views of
+        weight 0 skipped)."""
+        v, O, n, k = self.shape
+        S = np.zeros((n, W.shape[-1]), dtype=np.result_type(self.dtype, W))
+        for p in np.flatnonzero(mu):
+            factors = [mu[p] * self.scale(p, o) * W[p, o] for o in range(O)]
+            if self.blocks == 1:
+                factors = [sum(factors)]
+            for o, factor in enumerate(factors):
+                S += self.H[self.used[p], o] @ factor
+        return S
+
+
+def scaled_views(H: np.ndarray | ScaledViews) -> ScaledViews:
+    """H (v, O, n, k) as ScaledViews without scales; a ScaledViews as it is."""
+    return H if isinstance(H, ScaledViews) else ScaledViews(H, None, np.arange(H.shape[0]))
 
 
 @dataclass
@@ -173,15 +206,8 @@ class LateFusionResult:
 
 
 def combine(H: np.ndarray | ScaledViews, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """S = sum_{p,o} mu_p H_p^(o) W_p^(o), accumulated one n x k product at a time, in place (views of weight 0
-    skipped)."""
-    S = np.zeros(H.shape[2:], dtype=np.result_type(H.dtype, W))
-    for p in np.flatnonzero(mu):
-        for o in range(H.shape[1]):
-            term = H[p, o] @ W[p, o]
-            term *= mu[p]
-            S += term
-    return S
+    """S = sum_{p,o} mu_p H_p^(o) W_p^(o) (ScaledViews.combine)."""
+    return scaled_views(H).combine(W, mu)
 
 
 def late_fusion_objective(S, F, Hstar, mu, M, lambda1: float, lambda2: float) -> float:
@@ -218,21 +244,22 @@ def late_fusion(H: np.ndarray | ScaledViews, F: np.ndarray, lambda1: float, lamb
     v, O, n, k = H.shape
     if lambda2 <= 0:
         raise ValueError(f"lambda2 must be > 0, got {lambda2}")
+    H = scaled_views(H)
     M = alignment_matrix(H)
     mu = np.full(v, 1.0 / v)
-    W = np.stack([np.stack([polar(H[p, o].T @ F) for o in range(O)]) for p in range(v)])
-    S = combine(H, W, mu)
+    W = np.stack([np.stack([polar(C) for C in C_p]) for C_p in H.cross(F)])
+    S = H.combine(W, mu)
     T = fusion_target(S, F, lambda1)
     Hstar = polar(T)
     objective, n_iter, done = [], 0, False
     previous = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)
     for it in range(1, max_iter + 1):
-        C = np.stack([np.stack([H[p, o].T @ Hstar for o in range(O)]) for p in range(v)])  # H_p^(o)T H*, k x k
+        C = H.cross(Hstar)  # H_p^(o)T H*, k x k
         del S, T, Hstar  # the next iteration's replace them (peak memory)
         W = np.stack([np.stack([polar(C[p, o]) for o in range(O)]) for p in range(v)])  # Eq. 14
         a = np.einsum("pokj,pokj->p", W, C)  # tr(H*^T sum_o H_p W_p) = sum_o tr(W_p^T H_p^T H*)
         mu = simplex_qp(M, a / lambda2)  # Eq. 15 with f = a / lambda2 (the paper's lambda1 / lambda2 is a typo)
-        S = combine(H, W, mu)
+        S = H.combine(W, mu)
         T = fusion_target(S, F, lambda1)
         Hstar = polar(T)  # Eq. 12, maximised by polar
         current = late_fusion_objective(S, F, Hstar, mu, M, lambda1, lambda2)

@@ -373,12 +373,27 @@ def test_fuse_views_scales_block_by_block_without_a_copy_of_h():
     np.testing.assert_allclose(res.embedding, ref.embedding, atol=1e-12)
     np.testing.assert_allclose(res.view_weights, ref.view_weights, atol=1e-12)
     assert peak < H[used].nbytes, (peak, H[used].nbytes)
-    block = ScaledViews(H, np.sqrt(lam), used)
-    assert block.shape == (3, O, n, k) and np.array_equal(block[1, 2], eigenvalue_scaled(H, lam)[2, 2])
+    assert ScaledViews(H, np.sqrt(lam), used).shape == (3, O, n, k)
     shared = np.broadcast_to(H[:, :1], H.shape)  # every order a view of the first
     np.testing.assert_allclose(fuse_views(shared, lam, F, used, 1.0, k * O, max_iter=5).embedding,
                                late_fusion(eigenvalue_scaled(np.ascontiguousarray(shared[used]), lam[used]), F, 1.0,
                                            k * O, max_iter=5).embedding, atol=1e-12)
+
+
+def test_scaled_views_products_equal_those_of_the_scaled_blocks():
+    """ScaledViews.cross, .combine and alignment_matrix give the numbers of the explicitly scaled blocks, for
+    distinct blocks per order and for a broadcast H (whose one block per view they multiply once: ``blocks``)."""
+    rng = np.random.default_rng(1)
+    v, O, n, k = 3, 2, 500, 4
+    lam, used = rng.uniform(0.2, 1.0, (v, O, k)), np.array([0, 2])
+    X, W, mu = rng.normal(size=(n, k)), rng.normal(size=(len(used), O, k, k)), np.array([0.3, 0.7])
+    distinct = np.stack([np.stack([_orthonormal(rng, n, k) for _ in range(O)]) for _ in range(v)])
+    for H, blocks in ((distinct, O), (np.broadcast_to(distinct[:, :1], distinct.shape), 1)):
+        views, dense = ScaledViews(H, np.sqrt(lam), used), eigenvalue_scaled(np.ascontiguousarray(H[used]), lam[used])
+        assert views.blocks == blocks
+        np.testing.assert_allclose(views.cross(X), np.einsum("ponk,nj->pokj", dense, X), atol=1e-12)
+        np.testing.assert_allclose(views.combine(W, mu), np.einsum("p,ponk,pokj->nj", mu, dense, W), atol=1e-12)
+        np.testing.assert_allclose(alignment_matrix(views), alignment_matrix(dense), atol=1e-12)
 
 
 def test_shared_structure_excludes_the_trivial_direction_and_related_views_flags_noise(digits_embeddings):
