@@ -21,12 +21,25 @@ def normalize_rows(H: np.ndarray) -> np.ndarray:
     return H / np.where(norms > 0, norms, 1.0)
 
 
+#: rows per cluster on which k-means tries its restarts, when there are more rows (``assign_labels``)
+RESTART_ROWS_PER_CLUSTER = 10_000
+
+
 def assign_labels(H: np.ndarray, n_clusters: int, *, n_init: int = 10, row_normalize: bool = True,
                   random_state: int | None = None) -> tuple[np.ndarray, float]:
-    """k-means on (row-normalized) H with ``n_init`` restarts; returns labels and the kept inertia."""
+    """k-means on (row-normalized) H with ``n_init`` restarts; returns labels and the kept inertia. With more than
+    RESTART_ROWS_PER_CLUSTER x k rows the restarts run on that many rows drawn at random, and the centres of the best
+    start one k-means run on every row (at 1M rows x 20 columns: 19 s -> 4 s)."""
     X = normalize_rows(H) if row_normalize else H
     # copy_x=False: k-means centres X in place (X is H's normalized copy) instead of copying it (the same numbers)
-    km = KMeans(n_clusters, n_init=n_init, random_state=random_state, copy_x=not row_normalize).fit(X)
+    full = dict(random_state=random_state, copy_x=not row_normalize)
+    rows = RESTART_ROWS_PER_CLUSTER * n_clusters
+    if len(X) > rows:
+        sample = np.sort(np.random.default_rng(random_state).choice(len(X), rows, replace=False))
+        best = KMeans(n_clusters, n_init=n_init, random_state=random_state).fit(X[sample])
+        km = KMeans(n_clusters, init=best.cluster_centers_, n_init=1, **full).fit(X)
+    else:
+        km = KMeans(n_clusters, n_init=n_init, **full).fit(X)
     return km.labels_.astype(np.int64), float(km.inertia_)
 
 

@@ -40,6 +40,28 @@ def test_assign_labels_is_kmeans_on_unit_rows_with_restarts():
         assert raw_inertia == km.inertia_
 
 
+def test_assign_labels_tries_its_restarts_on_a_sample_of_many_rows(monkeypatch):
+    """With more than RESTART_ROWS_PER_CLUSTER x k rows the restarts run on that many rows, then one k-means run on
+    every row from the best restart's centres: the labels separate the clusters, the inertia is the labels' own on all
+    rows, and the same random_state gives the same labels."""
+    from onmsc_dask import assign
+
+    H, y = _directions_with_spread_norms()
+    H, y = np.repeat(H, 5, axis=0) * (1 + 0.01 * np.random.default_rng(0).normal(size=(600, 1))), np.repeat(y, 5)
+    fitted = []
+    monkeypatch.setattr(assign, "RESTART_ROWS_PER_CLUSTER", 40)
+    fit = KMeans.fit
+    monkeypatch.setattr(KMeans, "fit", lambda self, X, *a, **kw: (fitted.append((len(X), self.n_init)),
+                                                                  fit(self, X, *a, **kw))[1])
+    labels, inertia = assign_labels(H, 3, random_state=0)
+    assert fitted == [(120, 10), (600, 1)]
+    assert accuracy(y, labels) == 1.0
+    X = normalize_rows(H)
+    assert inertia == pytest.approx(sum(((X[labels == c] - X[labels == c].mean(axis=0)) ** 2).sum() for c in range(3)),
+                                    rel=1e-9)
+    np.testing.assert_array_equal(assign_labels(H, 3, random_state=0)[0], labels)
+
+
 def test_row_normalization_clusters_directions_not_lengths():
     H, y = _directions_with_spread_norms()
     assert accuracy(y, assign_labels(H, 3, random_state=0)[0]) == 1.0

@@ -13,7 +13,7 @@ from scipy.optimize import minimize
 from scipy.stats import ortho_group
 from sklearn.datasets import load_digits
 
-from onmsc_dask.fusion import (ScaledViews, alignment_matrix, combine, converged, eigenvalue_scaled, fuse_views,
+from onmsc_dask.fusion import (GRAM_POLAR_MAX_COND, ScaledViews, alignment_matrix, combine, converged, eigenvalue_scaled, fuse_views,
                                late_fusion, objective, polar, related_threshold, related_views, shared_structure,
                                simplex_qp)
 from onmsc_dask.graph import view_affinity
@@ -54,6 +54,19 @@ def test_polar_rank_deficient():
     Q = polar(C)
     np.testing.assert_allclose(Q.T @ Q, np.eye(4), atol=1e-10)
     np.testing.assert_allclose(np.trace(Q.T @ C), np.linalg.svd(C, compute_uv=False).sum(), rtol=1e-10)
+
+
+def test_polar_of_a_tall_matrix_through_its_gram_matrix_and_by_svd_when_ill_conditioned():
+    """A tall C up to condition GRAM_POLAR_MAX_COND is factored through C^T C with the SVD's numbers; beyond it
+    (where squaring the condition would cost accuracy) by the SVD, still orthonormal to rounding."""
+    rng = np.random.default_rng(3)
+    U, _ = np.linalg.qr(rng.normal(size=(2000, 6)))
+    V, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    for cond in (1e3, 1e7):
+        C = U @ np.diag(np.logspace(0, np.log10(cond), 6)) @ V.T
+        Q = polar(C)
+        np.testing.assert_allclose(Q, U @ V.T, atol=1e-9)
+        np.testing.assert_allclose(Q.T @ Q, np.eye(6), atol=1e-12 if cond > GRAM_POLAR_MAX_COND else 1e-9)
 
 
 # --------------------------------------------------------------------------- M of Eq. 11
