@@ -33,9 +33,14 @@ def resolve_solver(solver: str, n_samples: int) -> str:
 
 
 def fix_signs(H: np.ndarray) -> np.ndarray:
-    """Deterministic sign: the entry of largest magnitude in each column is positive."""
-    idx = np.abs(H).argmax(axis=0)
-    return H * np.sign(H[idx, np.arange(H.shape[1])])
+    """Deterministic sign: the entry of largest magnitude in each column is positive (the first such entry when a
+    positive and a negative one tie). From each column's max and min, two reductions along the rows (an argmax down
+    the columns of a C-ordered 1M x 20 H takes 10x longer)."""
+    top, bottom = H.max(axis=0), -H.min(axis=0)
+    sign = np.sign(top - bottom)
+    for j in np.flatnonzero(top == bottom):  # a tie (or an all-zero column: sign 0, as np.sign(0))
+        sign[j] = np.sign(H[np.abs(H[:, j]).argmax(), j])
+    return H * sign
 
 
 #: the dense eigensolver's largest n (an n x n float64 matrix, 0.5 GB at 8000, and its eigenvectors)

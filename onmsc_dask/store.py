@@ -51,6 +51,9 @@ _MIN_CHUNK_ROWS = 1024
 #: anchor matrix Z: 56 MB in 0.25 CPU-s against zstd's 55 MB in 0.85 (bench/RESULTS_scale.md). Each chunk ends in its
 #: CRC-32C: Blosc reads a truncated chunk of incompressible float64 values without an error, from past its end.
 _CODEC = (zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle"), zarr.codecs.Crc32cCodec())
+#: every chunk written, also one that holds only the fill value: no comparison of each chunk with it (1M x 20 float64:
+#: 1.1 s against 1.6), and every chunk has its file (a missing one is damage, never a chunk left out)
+_WRITE = {"write_empty_chunks": True}
 
 ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
 
@@ -203,7 +206,8 @@ class MultiViewStore:
             for p, view in enumerate(views):
                 _write_view(root, f"views/{p}", view, chunk_rows, view_label(p, names))
             if labels is not None:
-                root.create_array("labels", data=labels, fill_value=_LABEL_FILL, dimension_names=["sample"])
+                root.create_array("labels", data=labels, fill_value=_LABEL_FILL, dimension_names=["sample"],
+                                  config=_WRITE)
             # Written last: a store whose create was interrupted has no format and fails to open.
             root.attrs.update(
                 {
@@ -615,7 +619,8 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
         return
     n, d = view.shape
     array = group.create_array(name, shape=(n, d), dtype=dtype, chunks=(chunk_rows, d), fill_value=np.nan,
-                               compressors=_CODEC, dimension_names=["sample", f"feature{name.split('/')[-1]}"])  # as xarray reads them
+                               compressors=_CODEC, config=_WRITE,
+                               dimension_names=["sample", f"feature{name.split('/')[-1]}"])  # as xarray reads them
 
     def finite(block: np.ndarray, start: int) -> np.ndarray:
         check_finite(block, label, first_row=start)
@@ -639,7 +644,7 @@ def _write_csr(group: zarr.Group, name: str, matrix: Any, dtype: np.dtype) -> za
         chunk = max(1, min(len(values), _CSR_CHUNK_BYTES // values.dtype.itemsize))
         # fill values no valid matrix holds, so a missing chunk file is detected by _read_csr
         fill = np.nan if values.dtype.kind == "f" else -1 if values.dtype.kind == "i" else 0
-        sub.create_array(key, data=values, chunks=(chunk,), fill_value=fill, compressors=_CODEC,
+        sub.create_array(key, data=values, chunks=(chunk,), fill_value=fill, compressors=_CODEC, config=_WRITE,
                          dimension_names=["row_edge" if key == "indptr" else "nonzero"])
     return sub
 
@@ -651,7 +656,8 @@ def _write_result(group: zarr.Group, name: str, value: Any) -> None:
         _write_csr(group, name, value, value.dtype)
     elif isinstance(value, np.ndarray):  # NaN fill: a missing float chunk can never read as data
         group.create_array(name, data=value, fill_value=np.nan if value.dtype.kind == "f" else None,
-                           compressors=_CODEC, dimension_names=[f"{name}_{axis}" for axis in range(value.ndim)])
+                           compressors=_CODEC, config=_WRITE,
+                           dimension_names=[f"{name}_{axis}" for axis in range(value.ndim)])
     else:
         raise TypeError(
             f"result {name!r}: expected a numpy array, scipy.sparse matrix or dict, "

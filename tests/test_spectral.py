@@ -399,3 +399,16 @@ def test_canonical_basis_is_the_same_for_every_basis_of_a_tied_space():
         np.testing.assert_allclose(H.T @ H, np.eye(k), atol=1e-12)
         np.testing.assert_array_equal(expected_vals, np.sort(vals)[::-1][:k])
     np.testing.assert_array_equal(canonical_basis(vals, V, 4)[1][:, 3], fix_signs(V[:, [4]])[:, 0])  # 0.7: alone
+
+
+def test_fix_signs_makes_the_first_entry_of_largest_magnitude_positive():
+    """Each column's sign: that of its first entry of largest magnitude (ties between a positive and a negative entry
+    included; an all-zero column stays zero), checked against the entry found by argmax."""
+    from onmsc_dask.spectral import fix_signs
+
+    rng = np.random.default_rng(0)
+    for H in (rng.normal(size=(200, 6)), rng.integers(-3, 4, size=(40, 30)).astype(float), np.zeros((5, 2))):
+        first = np.abs(H).argmax(axis=0)
+        expected = H * np.sign(H[first, np.arange(H.shape[1])])
+        np.testing.assert_array_equal(fix_signs(H), expected)
+    np.testing.assert_array_equal(fix_signs(np.array([[-2.0, 2.0], [2.0, -2.0]])), [[2.0, 2.0], [-2.0, -2.0]])
