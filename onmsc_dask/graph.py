@@ -279,11 +279,16 @@ def view_affinity(X, n_neighbors: int, metric: str, random_state: int | None = N
 
 def n_components(graph: sp.spmatrix, anchor: bool = False) -> int:
     """Connected components of the samples in a kNN affinity A (n x n), or with ``anchor`` in an anchor matrix Z
-    (n x m, samples joined through shared landmarks)."""
+    (n x m, samples joined through shared landmarks): the pieces of the landmarks in use, each row's landmarks
+    linked to its first (an m x m graph of nnz(Z) edges), plus one piece per row without a landmark."""
     if not anchor:
         return sp.csgraph.connected_components(graph, directed=False)[0]
-    joint = sp.bmat([[None, graph], [graph.T, None]])
-    return len(np.unique(sp.csgraph.connected_components(joint, directed=False)[1][:graph.shape[0]]))
+    Z = sp.csr_matrix(graph)
+    counts = np.diff(Z.indptr)
+    first = np.repeat(Z.indices[Z.indptr[:-1][counts > 0]], counts[counts > 0])
+    links = sp.coo_matrix((np.ones(Z.nnz), (first, Z.indices)), shape=(Z.shape[1], Z.shape[1]))
+    pieces = sp.csgraph.connected_components(links, directed=False)[1]
+    return len(np.unique(pieces[Z.indices])) + int(np.sum(counts == 0))
 
 
 def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bool = False,

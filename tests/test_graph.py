@@ -580,3 +580,16 @@ def test_wide_sparse_views_cluster_with_the_anchor_solver_in_memory_and_out_of_c
     result = fit_store(store, 3, n_landmarks=30, random_state=0)
     assert sp.issparse(store.read_result("landmarks", "L0"))
     assert evaluate(y, result.labels)["acc"] > 0.9
+
+
+def test_anchor_components_are_those_of_the_joint_sample_landmark_graph():
+    """n_components of an anchor matrix Z counts the pieces of the samples in the bipartite sample-landmark graph
+    [[0, Z], [Z^T, 0]] (its definition), rows without any landmark as pieces of their own, on random sparse Z."""
+    from onmsc_dask.graph import n_components
+
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        Z = sp.random(int(rng.integers(5, 60)), int(rng.integers(3, 30)), density=rng.uniform(0.02, 0.2),
+                      random_state=seed, format="csr")
+        pieces = sp.csgraph.connected_components(sp.bmat([[None, Z], [Z.T, None]]), directed=False)[1]
+        assert n_components(Z, anchor=True) == len(np.unique(pieces[:Z.shape[0]])), seed
