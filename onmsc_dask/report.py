@@ -13,16 +13,14 @@ import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure  # the Agg canvas: no GUI backend needed
 from scipy.optimize import linear_sum_assignment
 
 from .assign import assign_labels, normalize_rows
 from .metrics import evaluate
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 #: samples drawn in the 2-D map at most, thumbnails per cluster
 MAP_POINTS, THUMBNAILS = 5000, 12
@@ -113,20 +111,12 @@ def thumbnails(store: Any, view: int, shape: tuple[int, int], labels: np.ndarray
     return images.reshape(n_clusters, THUMBNAILS, *shape)
 
 
-def new_figure(**kwargs: Any) -> Figure:
-    """A matplotlib Figure on the Agg canvas (no GUI backend); matplotlib is imported here, when the first figure is
-    drawn, not with the package (0.6 s: a pipeline imports it while its workers still compute)."""
-    from matplotlib.figure import Figure
-
-    return Figure(**kwargs)
-
-
 def plot_objective(objective: np.ndarray, refinement: np.ndarray | None = None) -> Figure:
     """The late-fusion objective J per iteration (Eq. 11), on an axis spanning at least 1 % of |J| so that a change
     of a few hundredths of a percent looks as flat as it is; with the label refinement's trace beside it."""
     objective = np.asarray(objective, float)
     panels = 1 + (refinement is not None and len(refinement) > 0)
-    fig = new_figure(figsize=(5 * panels, 3.2), layout="constrained")
+    fig = Figure(figsize=(5 * panels, 3.2), layout="constrained")
     ax = fig.add_subplot(1, panels, 1)
     ax.plot(np.arange(1, len(objective) + 1), objective, marker="o")
     change = (objective[-1] - objective[0]) / abs(objective[0]) if len(objective) and objective[0] else 0.0
@@ -188,7 +178,7 @@ def plot_map(page: RunPage) -> Figure:
         colour = np.empty(len(order), np.int64)
         colour[np.searchsorted(np.unique(page.labels), order)] = np.arange(len(order))
         colourings = [("cluster (colour of the matched label)", colour[clusters]), ("label", classes)]
-    fig = new_figure(figsize=(4.4 * len(colourings), 4.0), layout="constrained")
+    fig = Figure(figsize=(4.4 * len(colourings), 4.0), layout="constrained")
     for i, (what, codes) in enumerate(colourings):
         ax = fig.add_subplot(1, len(colourings), i + 1)
         ax.scatter(xy[:, 0], xy[:, 1], c=codes[keep], cmap="tab20" if codes.max() >= 10 else "tab10", s=4,
@@ -201,7 +191,7 @@ def plot_confusion(y: np.ndarray, labels: np.ndarray) -> Figure:
     """The Hungarian-ordered confusion matrix, counts in the cells."""
     counts, classes, clusters = hungarian_confusion(y, labels)
     size = 1.4 + 0.3 * max(counts.shape)
-    fig = new_figure(figsize=(size + 1, size), layout="constrained")
+    fig = Figure(figsize=(size + 1, size), layout="constrained")
     ax = fig.add_subplot()
     ax.imshow(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1), cmap="Blues", vmin=0, vmax=1)
     if counts.size <= 400:
@@ -224,7 +214,7 @@ def plot_thumbnails(images: np.ndarray, sizes: list[int]) -> Figure:
     padded[:, :, :h, :w] = images
     mosaic = padded.transpose(0, 2, 1, 3).reshape(k * (h + gap), per * (w + gap))[:-gap, :-gap]
     width, height = 0.55 * per + 1.2, 0.55 * k + 0.2
-    fig = new_figure(figsize=(width, height))
+    fig = Figure(figsize=(width, height))
     ax = fig.add_axes([1.2 / width, 1 - (0.55 * k) / height, (0.55 * per - 0.05) / width, (0.55 * k - 0.05) / height])
     ax.set_axis_off()
     finite = images[np.isfinite(images)]
@@ -256,22 +246,8 @@ def _table(header: list[str], rows: list[list[Any]], keys: list[list[str | None]
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def figures(page: RunPage) -> dict[str, str]:
-    """report.html's figures as <img> elements, by key: "confusion" (with labels), "map", "thumbnails" (image data),
-    "objective"; none shows the single-view scores, so a pipeline draws them while it computes those."""
-    sizes = cluster_sizes(page.labels, int(page.labels.max()) + 1 if len(page.labels) else 0)
-    drawn = {"confusion": _png(plot_confusion(page.y, page.labels), "confusion matrix", "confusion")
-             } if page.y is not None else {}
-    drawn["map"] = _png(plot_map(page), "2-D map", "map")
-    if page.thumbnails is not None:
-        drawn["thumbnails"] = _png(plot_thumbnails(page.thumbnails, sizes), "thumbnails", "thumbnails")
-    drawn["objective"] = _png(plot_objective(page.objective, page.refinement_objective), "objective", "objective")
-    return drawn
-
-
-def write_html(path: Path, page: RunPage, drawn: dict[str, str] | None = None) -> None:
-    """Write ``report.html`` for `page`, with its ``figures`` (drawn here unless given as ``drawn``)."""
-    drawn = figures(page) if drawn is None else drawn
+def write_html(path: Path, page: RunPage) -> None:
+    """Write ``report.html`` for `page`."""
     k = int(page.labels.max()) + 1 if len(page.labels) else 0
     sizes = cluster_sizes(page.labels, k)
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
@@ -296,13 +272,16 @@ def write_html(path: Path, page: RunPage, drawn: dict[str, str] | None = None) -
                          [[None] + [f"metrics.{m}" for m in ("acc", "nmi", "ari", "purity")]]
                          + [[None] + [f"single_view_scores.{name}.{m}" for m in ("acc", "nmi", "ari", "purity")]
                             for name in (page.single_view_scores or {})]),
-                  "<p>A view alone: k-means on its own spectral embedding (first order).</p>", drawn["confusion"]]
+                  "<p>A view alone: k-means on its own spectral embedding (first order).</p>",
+                  _png(plot_confusion(page.y, page.labels), "confusion matrix", "confusion")]
     parts += ["<h2>Map of the embedding</h2>",
               "<p>The read-out rows (H*, or the fusion target when wider than k) projected on the plane where the "
-              "cluster centres spread most.</p>", drawn["map"]]
+              "cluster centres spread most.</p>", _png(plot_map(page), "2-D map", "map")]
     if page.thumbnails is not None:
-        parts += ["<h2>Samples of each cluster</h2>", drawn["thumbnails"]]
-    parts += ["<h2>Objective</h2>", drawn["objective"]]
+        parts += ["<h2>Samples of each cluster</h2>", _png(plot_thumbnails(page.thumbnails, sizes), "thumbnails",
+                                                           "thumbnails")]
+    parts += ["<h2>Objective</h2>", _png(plot_objective(page.objective, page.refinement_objective), "objective",
+                                         "objective")]
     if page.facts:
         parts += ["<h2>Parameters and times</h2>",
                   _table(["", "value"], [[name, value if not isinstance(value, (dict, list)) else

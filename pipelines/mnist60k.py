@@ -42,8 +42,8 @@ from onmsc_dask.metrics import evaluate
 from onmsc_dask.api import ONMSC
 from onmsc_dask.outofcore import OutOfCoreResult
 from onmsc_dask.progress import Progress
-from onmsc_dask.report import (cluster_sizes, figures, save_objective, single_view_scores, sizes_line, store_page,
-                               write_html, write_labels)
+from onmsc_dask.report import (cluster_sizes, save_objective, single_view_scores, sizes_line, store_page, write_html,
+                               write_labels)
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_n_components
 
@@ -309,18 +309,16 @@ def main(argv: list[str] | None = None) -> dict:
             report, store, result = fit(args, parser, client, log)
             log.client = None
         log("writing report.json, report.html, labels, convergence.png")
-        with ThreadPoolExecutor(2) as pool:  # the views are scored while the labels are written and the plots drawn
+        with ThreadPoolExecutor(2) as pool:  # the views are scored while the plot and the labels are written
             scores = None if store.labels is None else [
                 pool.submit(view_scores, result.view_embeddings[p], store.labels, args.n_clusters, args.random_state)
                 for p in range(store.n_views)]
-            write_labels(args.out, result.labels)
             save_objective(result.objective, args.out / "convergence.png", result.refinement_objective)
-            run_page = page(store, result, report)
-            drawn = figures(run_page)
-            report["single_view_scores"] = run_page.single_view_scores = None if scores is None else {
+            write_labels(args.out, result.labels)
+            report["single_view_scores"] = None if scores is None else {
                 name: future.result() for name, future in zip(store.view_names, scores)}
         (args.out / "report.json").write_text(json.dumps(report, indent=2))
-        write_html(args.out / "report.html", run_page, drawn)
+        write_html(args.out / "report.html", page(store, result, report))
         log(f"wrote {args.out / 'report.html'}")
     scores = report["scores"] or {}
     print(sizes_line(report["cluster_sizes"]))

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from distributed import LocalCluster
 from matplotlib.image import imread
 
 from onmsc_dask.cli import main
-from onmsc_dask.report import THUMBNAILS, RunPage, figures, hungarian_confusion, plot_thumbnails, write_html
+from onmsc_dask.report import hungarian_confusion, plot_thumbnails
 from onmsc_dask.store import MultiViewStore
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -133,25 +132,3 @@ def test_image_views_of_idx_directories_and_digits(tmp_path):
     assert _image_metadata(parse(["run", "--out", "o"]), []) == {"image_shape": {"view": 0, "shape": [8, 8]}}
     assert _image_metadata(parse(["run", "--data", str(tmp_path / "a.npz"), "--out", "o"]),
                            [np.zeros((3, 784))]) == {}
-
-
-def test_figures_drawn_ahead_give_the_same_page_and_matplotlib_loads_only_to_draw(tmp_path):
-    """write_html with figures drawn beforehand (as mnist60k draws them while it scores the views) writes the same
-    page as drawing them itself; importing the report module does not import matplotlib (0.6 s of every command)."""
-    rng = np.random.default_rng(0)
-    labels = np.repeat(np.arange(3), 20)
-    page = RunPage(title="t", source="s", view_names=["a", "b"], view_dims=[4, 2], view_metrics=["cosine", "euclidean"],
-                   labels=labels, view_weights=np.array([0.6, 0.4]), related_views=np.array([True, True]),
-                   objective=np.array([1.0, 1.2, 1.25]), readout=rng.normal(size=(60, 3)) + np.eye(3)[labels] * 3,
-                   y=labels[::-1].copy(), scores={"acc": 1.0, "nmi": 1.0, "ari": 1.0, "purity": 1.0},
-                   thumbnails=rng.uniform(size=(3, THUMBNAILS, 4, 4)))
-    drawn = figures(page)
-    assert set(drawn) == {"confusion", "map", "thumbnails", "objective"}
-    page.single_view_scores = {"a": {"acc": 0.5, "nmi": 0.4, "ari": 0.3, "purity": 0.6}}
-    write_html(tmp_path / "ahead.html", page, drawn)
-    write_html(tmp_path / "inline.html", page)
-    assert (tmp_path / "ahead.html").read_text() == (tmp_path / "inline.html").read_text()
-    assert 'data-key="single_view_scores.a.acc">0.5000' in (tmp_path / "ahead.html").read_text()
-    loaded = subprocess.run([sys.executable, "-c", "import sys, onmsc_dask.report; print('matplotlib' in sys.modules)"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    assert loaded == "False"
