@@ -10,6 +10,7 @@ from sklearn.datasets import load_digits
 
 from clusters import Cluster
 
+from onmsc_dask import outofcore
 from onmsc_dask.api import ONMSC
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.spectral import anchor_factor, anchor_factor_pieces, anchor_factor_rows, anchor_column_sums
@@ -44,11 +45,15 @@ def test_factor_split_equals_anchor_factor():
     np.testing.assert_allclose(C, anchor_factor(Z), atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["gram", "tsqr"])
-def test_equals_in_memory_anchor(store, method):
+@pytest.mark.parametrize("method, z_block_rows", [("gram", None), ("tsqr", None), ("gram", 128), ("tsqr", 250)])
+def test_equals_in_memory_anchor(store, method, z_block_rows, monkeypatch):
+    """fit_store equals the in-memory fit (whose 600 rows are one block of Z), also with the embeddings stage's Z in
+    blocks of z_block_rows rows."""
     views, _ = _views()
     est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, keep_intermediate=True,
                 random_state=0).fit(views)
+    if z_block_rows:
+        monkeypatch.setattr(outofcore, "Z_BLOCK_ROWS", z_block_rows)
     res = fit_store(store, 10, method=method, **PARAMS)
     np.testing.assert_allclose(res.view_embeddings, est.view_embeddings_, atol=1e-8)  # same seeds and signs
     np.testing.assert_allclose(res.view_eigenvalues, est.view_eigenvalues_, atol=1e-8)  # from the m x m problem
