@@ -323,7 +323,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         (a store copied) to it first, unless it was made from the same input (docs/pipeline.md). None: the stage
         results stay in memory and nothing is written.
     landmark_init, landmark_sample : anchor solver: the landmarks' k-means initialisation (graph.LANDMARK_INITS)
-        and the rows sampled per view for them (graph.select_landmarks).
+        and the rows sampled per view for them (graph.landmark_centres); None: outofcore.LANDMARK_SAMPLE_PER_LANDMARK
+        (7.5) rows per landmark (docs/defaults.md, "Landmark sample").
     anchor_method : ``"gram"`` or ``"tsqr"``, the anchor solver's eigensolver (outofcore.py).
     random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
         every fit (each stage, the kNN search on all cores), as in scikit-learn.
@@ -371,7 +372,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                  n_init: int = 10, max_iter: int = 100, tol: float = 1e-4, fusion: str = "late",
                  alpha: float | str = "auto", eigenvalue_scaling: bool = True, drop_unrelated_views: bool = True,
                  consensus_graph: str = "auto", refine: bool | str = "auto", keep_intermediate: bool = False,
-                 cache: Any = None, landmark_init: str = "random", landmark_sample: int = 5000,
+                 cache: Any = None, landmark_init: str = "random", landmark_sample: int | None = None,
                  anchor_method: str = "gram", random_state: int | None = None):
         self.n_clusters = n_clusters
         self.n_neighbors = n_neighbors

@@ -52,6 +52,8 @@ STAGES = ("landmarks", "anchor_graph", "embeddings", "fusion", "labels")
 #: rows of Z per task of the embeddings stage (3.6 MB of a 3-nearest Z): a task of 10,000 rows spent longer reading
 #: its block from the store (20-60 ms) than computing with it (5-20 ms)
 Z_BLOCK_ROWS = 100_000
+#: rows sampled per landmark for the landmarks' k-means by default (docs/defaults.md, "Landmark sample")
+LANDMARK_SAMPLE_PER_LANDMARK = 7.5
 METHODS = ("gram", "tsqr")
 
 
@@ -409,7 +411,7 @@ def _labels(run: _Run, fus: dict[str, Any], Zs: dict[str, Any], related: np.ndar
 def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest_landmarks: int, order: int,
                      metric: list[str], lambda1: float | str, lambda2: float | str, tol: float, max_iter: int,
                      eigenvalue_scaling: bool, drop_unrelated_views: bool, n_init: int, refine: bool,
-                     random_state: int | None, landmark_init: str, landmark_sample: int,
+                     random_state: int | None, landmark_init: str, landmark_sample: int | None,
                      method: str, views: list[int] | None = None) -> dict[str, dict[str, Any]]:
     """Each stage's parameters, those of the stages before it included (a stored stage is reused only when they
     match); ``views``: the positions of the views the chain runs on, when not all of the input's."""
@@ -417,6 +419,8 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
         raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
     if method not in METHODS:
         raise ValueError(f"anchor_method must be one of {METHODS}, got {method!r}")
+    if landmark_sample is None:
+        landmark_sample = round(LANDMARK_SAMPLE_PER_LANDMARK * n_landmarks)
     check_int("landmark_sample", landmark_sample)
     if "standardized" in metric:
         raise ValueError("metric 'standardized' needs kNN graphs (embedding 'exact' or 'nystrom'): the anchor chain "

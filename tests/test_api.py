@@ -120,7 +120,7 @@ def test_clone_and_get_params():
                       "n_init": 3, "max_iter": 20, "tol": 1e-6, "fusion": "late", "alpha": "auto",
                       "eigenvalue_scaling": True, "drop_unrelated_views": True, "consensus_graph": "auto",
                       "refine": "auto", "keep_intermediate": False, "cache": None, "landmark_init": "random",
-                      "landmark_sample": 5000, "anchor_method": "gram", "random_state": 42}
+                      "landmark_sample": None, "anchor_method": "gram", "random_state": 42}
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
     twin.set_params(order=1, n_clusters=3)

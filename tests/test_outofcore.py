@@ -279,3 +279,18 @@ def test_sparse_count_view_equals_in_memory_anchor(tmp_path):
     res = fit_store(store, 10, **PARAMS)
     assert res.metrics == est.metric_ == ["cosine", "counts"]
     np.testing.assert_array_equal(res.labels, est.labels_)
+
+
+def test_landmark_sample_defaults_to_rows_per_landmark(store, monkeypatch):
+    """Without landmark_sample, each view's landmark k-means samples LANDMARK_SAMPLE_PER_LANDMARK rows per landmark
+    (recorded in the stage's parameters); a given landmark_sample is used as it is."""
+    sizes = []
+    sample = outofcore.landmark_rows
+    monkeypatch.setattr(outofcore, "landmark_rows",
+                        lambda n, m, size, seed: (sizes.append(size), sample(n, m, size, seed))[1])
+    fit_store(store, 10, n_landmarks=40, random_state=0, n_init=3)
+    expected = round(outofcore.LANDMARK_SAMPLE_PER_LANDMARK * 40)
+    assert sizes == [expected] * 3 and store.stages()["landmarks"]["landmark_sample"] == expected
+    sizes.clear()
+    fit_store(store, 10, n_landmarks=40, landmark_sample=100, random_state=0, n_init=3)
+    assert sizes == [100] * 3 and store.stages()["landmarks"]["landmark_sample"] == 100
