@@ -298,7 +298,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         (graph.rank_consensus_affinity: Borda count of the views' ranked neighbours); ``"average"``, the paper's
         average affinity (1/v) sum_p A_p; ``"auto"``: rank on exact kNN graphs, average for anchor graphs (no
         sample-to-sample ranks) and Nystrom (the paper's reproduction). docs/defaults.md.
-    n_init : k-means restarts on the read-out (assign.readout).
+    n_init : k-means restarts on the read-out (assign.readout); above 10,000 k rows they run on that many random rows
+        and the best one's centres start one run on every row (assign.assign_labels).
     max_iter, tol : the fusion stops when its objective changes by at most ``tol`` relatively (the paper's 1e-4), or
         after ``max_iter`` iterations; the label refinement stops by the same ``tol``.
     refine : late fusion: refine the k-means labels on the related views' graphs, moving samples while that raises
@@ -324,7 +325,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         results stay in memory and nothing is written.
     landmark_init, landmark_sample : anchor solver: the landmarks' k-means initialisation (graph.LANDMARK_INITS)
         and the rows sampled per view for them (graph.landmark_centres); None: outofcore.LANDMARK_SAMPLE_PER_LANDMARK
-        (7.5) rows per landmark (docs/defaults.md, "Landmark sample").
+        (7.5) rows per landmark, at least LANDMARK_SAMPLE_MIN (5000) (docs/defaults.md, "Landmark sample").
     anchor_method : ``"gram"`` or ``"tsqr"``, the anchor solver's eigensolver (outofcore.py).
     random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
         every fit (each stage, the kNN search on all cores), as in scikit-learn.

@@ -49,11 +49,13 @@ from .validation import (DISTINCT_CHECK_ROWS, ConstantViewError, check_finite, c
 __all__ = ["ConstantViews", "OutOfCoreResult", "fit_store", "run_chain", "stage_parameters", "STAGES"]
 
 STAGES = ("landmarks", "anchor_graph", "embeddings", "fusion", "labels")
-#: rows of Z per task of the embeddings stage (3.6 MB of a 3-nearest Z): a task of 10,000 rows spent longer reading
-#: its block from the store (20-60 ms) than computing with it (5-20 ms)
+#: rows of Z per task of the embeddings stage's "gram" method (3.6 MB of a 3-nearest Z, its Gram m x m): a task of
+#: 10,000 rows spent longer reading its block from the store (20-60 ms) than computing with it (5-20 ms). The "tsqr"
+#: method densifies its blocks (rows x m float64), so it keeps the views' row chunks
 Z_BLOCK_ROWS = 100_000
-#: rows sampled per landmark for the landmarks' k-means by default (docs/defaults.md, "Landmark sample")
-LANDMARK_SAMPLE_PER_LANDMARK = 7.5
+#: rows sampled per landmark for the landmarks' k-means by default, and at least as many rows (all when fewer; the
+#: former default, kept for data that the rule was not measured on: docs/defaults.md, "Landmark sample")
+LANDMARK_SAMPLE_PER_LANDMARK, LANDMARK_SAMPLE_MIN = 7.5, 5000
 METHODS = ("gram", "tsqr")
 
 
@@ -295,7 +297,10 @@ class _Run:
 
     @property
     def z_chunks(self) -> list[tuple[int, int]]:
-        """Row blocks of the embeddings stage's tasks, Z_BLOCK_ROWS rows each."""
+        """Row blocks of the embeddings stage's tasks: Z_BLOCK_ROWS rows each for the "gram" method, the views' row
+        chunks for "tsqr"."""
+        if self.params["embeddings"]["method"] != "gram":
+            return self.rows.chunks[0]
         n = self.rows.n_samples
         return [(s, min(s + Z_BLOCK_ROWS, n)) for s in range(0, n, Z_BLOCK_ROWS)]
 
@@ -420,7 +425,7 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
     if method not in METHODS:
         raise ValueError(f"anchor_method must be one of {METHODS}, got {method!r}")
     if landmark_sample is None:
-        landmark_sample = round(LANDMARK_SAMPLE_PER_LANDMARK * n_landmarks)
+        landmark_sample = max(LANDMARK_SAMPLE_MIN, round(LANDMARK_SAMPLE_PER_LANDMARK * n_landmarks))
     check_int("landmark_sample", landmark_sample)
     if "standardized" in metric:
         raise ValueError("metric 'standardized' needs kNN graphs (embedding 'exact' or 'nystrom'): the anchor chain "

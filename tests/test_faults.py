@@ -22,7 +22,7 @@ from sklearn.datasets import load_digits
 
 from clusters import Cluster
 
-from onmsc_dask import supervision
+from onmsc_dask import outofcore, supervision
 from onmsc_dask.cli import main
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.store import MultiViewStore
@@ -74,22 +74,26 @@ class KillOnce(WorkerPlugin):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The labels of an undisturbed run with each embedding method, on the sync scheduler."""
+    """The labels of an undisturbed run with each embedding method, on the sync scheduler (the "gram" embeddings'
+    Z in blocks of 100 rows, as in the runs with a killed worker)."""
     views, y = _views()
     store = MultiViewStore.create(tmp_path_factory.mktemp("ref") / "r.zarr", views, y, chunk_rows=100)
-    with dask.config.set(scheduler="sync"):
+    with dask.config.set(scheduler="sync"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(outofcore, "Z_BLOCK_ROWS", 100)
         return {method: fit_store(store, 10, method=method, **PARAMS).labels for method in ("gram", "tsqr")}
 
 
 @pytest.mark.parametrize("task, method", [("_chunk_scan", "gram"), ("_anchor_block", "gram"),
                                           ("anchor_scaled_gram", "gram"), ("qr", "tsqr")],
                          ids=["landmarks", "anchor_graph", "embeddings", "embeddings-tsqr"])
-def test_a_worker_killed_in_any_stage_gives_the_same_labels(tmp_path, one_worker, reference, task, method):
+def test_a_worker_killed_in_any_stage_gives_the_same_labels(tmp_path, one_worker, reference, task, method,
+                                                             monkeypatch):
     """Nothing a task needs lives only in a worker's memory: the worker SIGKILLed as it starts a stage's task is
     replaced by its nanny, what it held is recomputed from the store, and the run ends with the undisturbed
     labels. (The landmarks used to be scattered, so a worker lost in the anchor_graph stage holding their only
     copy failed the run: `… cancelled for reason: already forgotten`; the tsqr pieces were scattered as a dict,
     under the keys "scale" and "u" shared by every graph: a dimension mismatch on any distributed cluster.)"""
+    monkeypatch.setattr(outofcore, "Z_BLOCK_ROWS", 100)  # several Z blocks in the embeddings stage
     views, y = _views()
     store = MultiViewStore.create(tmp_path / "k.zarr", views, y, chunk_rows=100)
     flag = tmp_path / "killed"

@@ -62,11 +62,15 @@ def test_polar_of_a_tall_matrix_through_its_gram_matrix_and_by_svd_when_ill_cond
     rng = np.random.default_rng(3)
     U, _ = np.linalg.qr(rng.normal(size=(2000, 6)))
     V, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    svd, calls = np.linalg.svd, []
     for cond in (1e3, 1e7):
         C = U @ np.diag(np.logspace(0, np.log10(cond), 6)) @ V.T
-        Q = polar(C)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(np.linalg, "svd", lambda *a, **kw: (calls.append(cond), svd(*a, **kw))[1])
+            Q = polar(C)
         np.testing.assert_allclose(Q, U @ V.T, atol=1e-9)
         np.testing.assert_allclose(Q.T @ Q, np.eye(6), atol=1e-12 if cond > GRAM_POLAR_MAX_COND else 1e-9)
+    assert calls == [1e7]  # the SVD only beyond GRAM_POLAR_MAX_COND
 
 
 # --------------------------------------------------------------------------- M of Eq. 11

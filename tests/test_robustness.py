@@ -16,6 +16,7 @@ import zarr
 from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
+from onmsc_dask import outofcore
 from onmsc_dask.api import ONMSC
 from onmsc_dask.io import load, load_mat, read_idx
 from onmsc_dask.metrics import accuracy
@@ -515,7 +516,8 @@ def test_interrupted_create_is_not_a_store(tmp_path, views):
         MultiViewStore(store.path)
 
 
-def test_worker_killed_mid_run_completes_with_same_labels(tmp_path):
+def test_worker_killed_mid_run_completes_with_same_labels(tmp_path, monkeypatch):
+    monkeypatch.setattr(outofcore, "Z_BLOCK_ROWS", 100)  # the embeddings stage's Z in 10 blocks a view
     views = _digits3(1000)
     ref_store = MultiViewStore.create(tmp_path / "ref.zarr", views, chunk_rows=100)
     store = MultiViewStore.create(tmp_path / "kill.zarr", views, chunk_rows=100)
