@@ -200,6 +200,11 @@ class ScaledViews:
         return S
 
 
+def rotations(C: np.ndarray) -> np.ndarray:
+    """W_p^(o) = polar(C_p^(o)) of every view and order, C (v, O, k, k)."""  # Eq. 14
+    return np.stack([np.stack([polar(block) for block in C_p]) for C_p in C])
+
+
 def scaled_views(H: np.ndarray | ScaledViews) -> ScaledViews:
     """H (v, O, n, k) as ScaledViews without scales; a ScaledViews as it is."""
     return H if isinstance(H, ScaledViews) else ScaledViews(H, None, np.arange(H.shape[0]))
@@ -255,13 +260,13 @@ def late_fusion(H: np.ndarray | ScaledViews, F: np.ndarray, lambda1: float, lamb
     relative change of J is below ``tol``. Besides H and F it holds S, T and H* of one iteration (each n x k),
     dropping the previous ones before the next are built.
     """
-    v, O, n, k = H.shape
     if lambda2 <= 0:
         raise ValueError(f"lambda2 must be > 0, got {lambda2}")
     H = scaled_views(H)
+    v = H.shape[0]
     M = alignment_matrix(H)
     mu = np.full(v, 1.0 / v)
-    W = np.stack([np.stack([polar(C) for C in C_p]) for C_p in H.cross(F)])
+    W = rotations(H.cross(F))
     S = H.combine(W, mu)
     T = fusion_target(S, F, lambda1)
     Hstar = polar(T)
@@ -270,7 +275,7 @@ def late_fusion(H: np.ndarray | ScaledViews, F: np.ndarray, lambda1: float, lamb
     for it in range(1, max_iter + 1):
         C = H.cross(Hstar)  # H_p^(o)T H*, k x k
         del S, T, Hstar  # the next iteration's replace them (peak memory)
-        W = np.stack([np.stack([polar(C[p, o]) for o in range(O)]) for p in range(v)])  # Eq. 14
+        W = rotations(C)  # Eq. 14
         a = np.einsum("pokj,pokj->p", W, C)  # tr(H*^T sum_o H_p W_p) = sum_o tr(W_p^T H_p^T H*)
         mu = simplex_qp(M, a / lambda2)  # Eq. 15 with f = a / lambda2 (the paper's lambda1 / lambda2 is a typo)
         S = H.combine(W, mu)

@@ -292,12 +292,14 @@ def n_components(graph: sp.spmatrix, anchor: bool = False) -> int:
 
 
 def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bool = False,
-                     width: int | None = None, view=None, leave_out: bool = False) -> bool:
+                     width: int | None = None, view=None, leave_out: bool = False, pieces: int | None = None) -> bool:
     """A graph in more pieces than its embedding's width (k, or n_components) is an error (its top eigenvectors
     would be an arbitrary choice of pieces; the error counts the identical rows of ``view`` when given), or with
     ``leave_out`` a warning that the view is left out (returns False); in 2..width pieces, a warning (each piece
-    becomes a cluster or part of one). True when the graph can be used."""
-    c, width = n_components(graph, anchor), n_clusters if width is None else width
+    becomes a cluster or part of one). True when the graph can be used. ``pieces``: n_components(graph, anchor) when
+    already counted."""
+    c = n_components(graph, anchor) if pieces is None else pieces
+    width = n_clusters if width is None else width
     if leave_out and c > width:
         user_warning(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
                      f"{width_label(width, n_clusters)}; it is left out (weight 0)"
@@ -321,9 +323,11 @@ def usable_graphs(graphs: Sequence[sp.spmatrix], labels: Sequence[str], n_cluste
                   anchor: bool = False, views: Sequence | None = None) -> np.ndarray:
     """Indices of the views whose graph check_components accepts: a graph in more pieces than ``width`` is left out
     with a warning while another view holds together, else an error."""
-    leave_out = any(n_components(graph, anchor) <= width for graph in graphs)
+    pieces = [n_components(graph, anchor) for graph in graphs]
+    leave_out = any(c <= width for c in pieces)
     return np.flatnonzero([check_components(graph, label, n_clusters, anchor=anchor, width=width,
-                                            view=None if views is None else views[p], leave_out=leave_out)
+                                            view=None if views is None else views[p], leave_out=leave_out,
+                                            pieces=pieces[p])
                            for p, (graph, label) in enumerate(zip(graphs, labels))])
 
 
