@@ -487,7 +487,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
 
     from .metrics import evaluate
     from .supervision import ClusterLost, ClusterWatch, worker_count
-    from .report import cluster_sizes, save_objective, sizes_line, write_html, write_labels
+    from .report import cluster_sizes, sizes_line, write_labels, write_report
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
@@ -547,11 +547,10 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
         store.mark_complete(stage)
 
     write_labels(args.out, fit["labels"])
-    save_objective(fit["objective"], args.out / "convergence.png", fit["refinement_objective"])
     report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
                      None if args.scheduler else workers, n_workers)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    write_html(args.out / "report.html", _page(store, source, fit, report, args.random_state))
+    write_report(args.out, _page(store, source, fit, report, args.random_state))
     log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy, labels.csv")
     return report
 

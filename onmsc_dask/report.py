@@ -1,5 +1,5 @@
 """``report.html``: one self-contained page (figures as base64 PNG, no network) describing a run, written by the CLI
-and ``pipelines/mnist60k.py``; also the objective plot (``convergence.png``) both write.
+and ``pipelines/mnist60k.py`` together with ``convergence.png``, the page's objective figure.
 
 The page shows the data set (n, views, dimensions, metrics), the clustering (cluster sizes, view weights mu and the
 views left out, objective trace), scores against the labels when there are any (ACC / NMI / ARI, the confusion
@@ -24,6 +24,8 @@ from .metrics import evaluate
 
 #: samples drawn in the 2-D map at most, thumbnails per cluster
 MAP_POINTS, THUMBNAILS = 5000, 12
+#: resolution of every figure
+FIGURE_DPI = 90
 #: why a view has weight 0: left out before the graphs (validation.informative_views), or of the fusion
 LEFT_OUT = {"before": "constant, or fewer distinct rows than clusters: no graph, weight 0",
             "fusion": "its graph falls into more pieces than clusters, or it shares no cluster structure with any "
@@ -95,12 +97,17 @@ def hungarian_confusion(y: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, 
 def thumbnails(store: Any, view: int, shape: tuple[int, int], labels: np.ndarray, n_clusters: int,
                random_state: int = 0) -> np.ndarray:
     """Up to THUMBNAILS random samples of each cluster from `store`'s image view, as (k, THUMBNAILS, h, w) images
-    (NaN where a cluster has fewer); only the row chunks that hold a chosen sample are read."""
+    (NaN where a cluster has fewer), drawn from the fewest leading row chunks that hold THUMBNAILS samples of every
+    cluster (or all of a smaller one's): only those chunks are read."""
     rng = np.random.default_rng(random_state)
+    members = [np.flatnonzero(labels == c) for c in range(n_clusters)]
+    stops = np.array([stop for _, stop in store.row_chunks(view)])
+    last = max((m[min(THUMBNAILS, len(m)) - 1] for m in members if len(m)), default=-1)  # the last row needed
+    end = stops[np.searchsorted(stops, last, side="right")] if last >= 0 else 0
     chosen = np.full((n_clusters, THUMBNAILS), -1)
-    for c in range(n_clusters):
-        members = np.flatnonzero(labels == c)
-        picked = np.sort(rng.choice(members, min(THUMBNAILS, len(members)), replace=False))
+    for c, m in enumerate(members):
+        m = m[m < end]
+        picked = np.sort(rng.choice(m, min(THUMBNAILS, len(m)), replace=False))
         chosen[c, :len(picked)] = picked
     images = np.full((n_clusters, THUMBNAILS, shape[0] * shape[1]), np.nan)
     for start, stop in store.row_chunks(view):
@@ -145,11 +152,6 @@ def _pad(ax: Any, values: np.ndarray, first: int) -> None:
     middle, half = (low + high) / 2, max((high - low) * 0.6, 0.005 * scale)
     ax.set_ylim(middle - half, middle + half)
     ax.ticklabel_format(axis="y", useOffset=False)
-
-
-def save_objective(objective: np.ndarray, path: Path, refinement: np.ndarray | None = None) -> None:
-    """convergence.png: :func:`plot_objective` as a PNG file."""
-    plot_objective(objective, refinement).savefig(path, dpi=110)
 
 
 def map_2d(readout: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -226,11 +228,27 @@ def plot_thumbnails(images: np.ndarray, sizes: list[int]) -> Figure:
     return fig
 
 
-def _png(fig: Figure, alt: str, key: str) -> str:
-    """An <img> with the figure as an embedded base64 PNG."""
+def png(fig: Figure) -> bytes:
+    """The figure as PNG bytes, at FIGURE_DPI."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    fig.savefig(buffer, format="png", dpi=FIGURE_DPI)
+    return buffer.getvalue()
+
+
+def figures(page: RunPage) -> dict[str, bytes]:
+    """The page's figures as PNGs, by key: the confusion matrix (with labels), the 2-D map, the thumbnails (image
+    data) and the objective."""
+    pngs = {} if page.y is None else {"confusion": png(plot_confusion(page.y, page.labels))}
+    pngs["map"] = png(plot_map(page))
+    if page.thumbnails is not None:
+        pngs["thumbnails"] = png(plot_thumbnails(page.thumbnails, cluster_sizes(page.labels, _n_clusters(page))))
+    pngs["objective"] = png(plot_objective(page.objective, page.refinement_objective))
+    return pngs
+
+
+def _img(pngs: dict[str, bytes], key: str, alt: str) -> str:
+    """An <img> with the figure `key` as an embedded base64 PNG."""
+    data = base64.b64encode(pngs[key]).decode("ascii")
     return f'<img data-figure="{key}" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
@@ -246,9 +264,17 @@ def _table(header: list[str], rows: list[list[Any]], keys: list[list[str | None]
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def write_html(path: Path, page: RunPage) -> None:
-    """Write ``report.html`` for `page`."""
-    k = int(page.labels.max()) + 1 if len(page.labels) else 0
+def _n_clusters(page: RunPage) -> int:
+    """k: the largest label + 1."""
+    return int(page.labels.max()) + 1 if len(page.labels) else 0
+
+
+def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None) -> None:
+    """``report.html`` for `page` and ``convergence.png`` (its objective figure) in `out`; `pngs`: figures(page),
+    when they are rendered already."""
+    pngs = figures(page) if pngs is None else pngs
+    (out / "convergence.png").write_bytes(pngs["objective"])
+    k = _n_clusters(page)
     sizes = cluster_sizes(page.labels, k)
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
                    [[name, d, m or "-", float(mu), "yes" if kept else
@@ -273,15 +299,13 @@ def write_html(path: Path, page: RunPage) -> None:
                          + [[None] + [f"single_view_scores.{name}.{m}" for m in ("acc", "nmi", "ari", "purity")]
                             for name in (page.single_view_scores or {})]),
                   "<p>A view alone: k-means on its own spectral embedding (first order).</p>",
-                  _png(plot_confusion(page.y, page.labels), "confusion matrix", "confusion")]
+                  _img(pngs, "confusion", "confusion matrix")]
     parts += ["<h2>Map of the embedding</h2>",
               "<p>The read-out rows (H*, or the fusion target when wider than k) projected on the plane where the "
-              "cluster centres spread most.</p>", _png(plot_map(page), "2-D map", "map")]
+              "cluster centres spread most.</p>", _img(pngs, "map", "2-D map")]
     if page.thumbnails is not None:
-        parts += ["<h2>Samples of each cluster</h2>", _png(plot_thumbnails(page.thumbnails, sizes), "thumbnails",
-                                                           "thumbnails")]
-    parts += ["<h2>Objective</h2>", _png(plot_objective(page.objective, page.refinement_objective), "objective",
-                                         "objective")]
+        parts += ["<h2>Samples of each cluster</h2>", _img(pngs, "thumbnails", "thumbnails")]
+    parts += ["<h2>Objective</h2>", _img(pngs, "objective", "objective")]
     if page.facts:
         parts += ["<h2>Parameters and times</h2>",
                   _table(["", "value"], [[name, value if not isinstance(value, (dict, list)) else
@@ -292,7 +316,7 @@ def write_html(path: Path, page: RunPage) -> None:
     style = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;"
              "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
-    path.write_text(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
+    (out / "report.html").write_text(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
                     f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n", encoding="utf-8")
 
 

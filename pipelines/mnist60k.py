@@ -42,8 +42,8 @@ from onmsc_dask.metrics import evaluate
 from onmsc_dask.api import ONMSC
 from onmsc_dask.outofcore import OutOfCoreResult
 from onmsc_dask.progress import Progress
-from onmsc_dask.report import (cluster_sizes, save_objective, single_view_scores, sizes_line, store_page, write_html,
-                               write_labels)
+from onmsc_dask.report import (cluster_sizes, figures, single_view_scores, sizes_line, store_page, write_labels,
+                               write_report)
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_n_components
 
@@ -247,7 +247,7 @@ def page(store: MultiViewStore, result: Any, report: dict) -> Any:
                       labels=result.labels, readout=readout(result.embedding, result.target, report["n_clusters"]),
                       view_weights=result.view_weights, related_views=result.related_views,
                       objective=result.objective, refinement_objective=result.refinement_objective,
-                      view_metrics=result.metrics, scores=report["scores"], single_scores=report["single_view_scores"],
+                      view_metrics=result.metrics, scores=report["scores"], single_scores=None,  # main adds them when scored
                       facts=facts, random_state=report["random_state"])
 
 
@@ -309,16 +309,17 @@ def main(argv: list[str] | None = None) -> dict:
             report, store, result = fit(args, parser, client, log)
             log.client = None
         log("writing report.json, report.html, labels, convergence.png")
-        with ThreadPoolExecutor(2) as pool:  # the views are scored while the plot and the labels are written
+        run_page = page(store, result, report)
+        with ThreadPoolExecutor(2) as pool:  # the views are scored while the figures are drawn and the labels written
             scores = None if store.labels is None else [
                 pool.submit(view_scores, result.view_embeddings[p], store.labels, args.n_clusters, args.random_state)
                 for p in range(store.n_views)]
-            save_objective(result.objective, args.out / "convergence.png", result.refinement_objective)
+            pngs = figures(run_page)
             write_labels(args.out, result.labels)
-            report["single_view_scores"] = None if scores is None else {
+            report["single_view_scores"] = run_page.single_view_scores = None if scores is None else {
                 name: future.result() for name, future in zip(store.view_names, scores)}
         (args.out / "report.json").write_text(json.dumps(report, indent=2))
-        write_html(args.out / "report.html", page(store, result, report))
+        write_report(args.out, run_page, pngs)
         log(f"wrote {args.out / 'report.html'}")
     scores = report["scores"] or {}
     print(sizes_line(report["cluster_sizes"]))

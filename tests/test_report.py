@@ -1,6 +1,7 @@
 """report.html rendered in real headless Chromium: every figure loads and the numbers shown are report.json's."""
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -15,7 +16,7 @@ from distributed import LocalCluster
 from matplotlib.image import imread
 
 from onmsc_dask.cli import main
-from onmsc_dask.report import hungarian_confusion, plot_thumbnails
+from onmsc_dask.report import THUMBNAILS, hungarian_confusion, plot_thumbnails, thumbnails
 from onmsc_dask.store import MultiViewStore
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -132,3 +133,30 @@ def test_image_views_of_idx_directories_and_digits(tmp_path):
     assert _image_metadata(parse(["run", "--out", "o"]), []) == {"image_shape": {"view": 0, "shape": [8, 8]}}
     assert _image_metadata(parse(["run", "--data", str(tmp_path / "a.npz"), "--out", "o"]),
                            [np.zeros((3, 784))]) == {}
+
+
+def test_report_html_embeds_convergence_png(run):
+    """convergence.png is the page's objective figure, byte for byte (drawn once)."""
+    page = (run / "report.html").read_text()
+    embedded = re.search(r'data-figure="objective" alt="objective" src="data:image/png;base64,([^"]+)"', page)
+    assert embedded and base64.b64decode(embedded.group(1)) == (run / "convergence.png").read_bytes()
+
+
+def test_thumbnails_come_from_the_fewest_leading_chunks_that_hold_enough_of_every_cluster(tmp_path, monkeypatch):
+    y = np.arange(400) % 4
+    y[:100] = np.where(y[:100] == 3, 0, y[:100])  # cluster 3 first appears in the second 100-row chunk
+    pixels = np.arange(400 * 4, dtype=float).reshape(400, 4)  # each row its own values
+    store = MultiViewStore.create(tmp_path / "s.zarr", [pixels], y, chunk_rows=100)
+    read = []
+    monkeypatch.setattr(store, "read_rows", lambda p, start, stop: read.append(start) or pixels[start:stop])
+    images = thumbnails(store, 0, (2, 2), y, 4, random_state=0)
+    assert read == [0, 100]  # cluster 3's twelfth sample is in the second chunk; the last two are never read
+    rows = images.reshape(4, THUMBNAILS, 4)[..., 0] / 4
+    assert np.isfinite(rows).all() and (rows < 200).all()
+    for c in range(4):
+        assert (y[rows[c].astype(int)] == c).all() and len(set(rows[c])) == THUMBNAILS
+    few = np.where(np.arange(400) == 399, 5, y)  # a cluster of one sample, in the last chunk: all chunks are read
+    read.clear()
+    images = thumbnails(store, 0, (2, 2), few, 6, random_state=0)
+    assert read == [0, 100, 200, 300] and np.isnan(images[4]).all()
+    assert images[5, 0].ravel().tolist() == pixels[399].tolist() and np.isnan(images[5, 1:]).all()
