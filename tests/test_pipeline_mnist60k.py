@@ -224,6 +224,13 @@ def test_hog_equals_the_per_pixel_formula(mnist60k):
         mnist60k.hog(rng.random((2, 28, 28)))
 
 
+def test_hog_of_many_images_is_each_image_s_own(mnist60k, monkeypatch):
+    """More images than HOG_BLOCK_IMAGES are described block by block, each exactly as on its own."""
+    images = np.random.default_rng(1).integers(0, 256, (25, 28, 28)).astype(np.uint8)
+    monkeypatch.setattr(mnist60k, "HOG_BLOCK_IMAGES", 10)
+    np.testing.assert_array_equal(mnist60k.hog(images), np.concatenate([mnist60k.hog(im[None]) for im in images]))
+
+
 def test_local_cluster_workers_are_threads_unless_processes_are_asked_for(mnist60k, capsys):
     import argparse
     import os
