@@ -316,8 +316,9 @@ def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None)
     style = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;"
              "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
-    (out / "report.html").write_text(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
-                    f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n", encoding="utf-8")
+    (out / "report.html").write_text(
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
+        f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n", encoding="utf-8")
 
 
 def image_view(metadata: dict) -> tuple[int, tuple[int, int]] | None:
