@@ -236,9 +236,9 @@ def png(fig: Figure) -> bytes:
 
 
 def figures(page: RunPage) -> dict[str, bytes]:
-    """The page's figures as PNGs, by key: the confusion matrix (with labels), the 2-D map, the thumbnails (image
-    data) and the objective."""
-    pngs = {} if page.y is None else {"confusion": png(plot_confusion(page.y, page.labels))}
+    """The page's figures as PNGs, by key: the confusion matrix (with scores against labels), the 2-D map, the
+    thumbnails (image data) and the objective."""
+    pngs = {} if page.scores is None else {"confusion": png(plot_confusion(page.y, page.labels))}
     pngs["map"] = png(plot_map(page))
     if page.thumbnails is not None:
         pngs["thumbnails"] = png(plot_thumbnails(page.thumbnails, cluster_sizes(page.labels, _n_clusters(page))))

@@ -316,11 +316,11 @@ def main(argv: list[str] | None = None) -> dict:
             report, store, result = fit(args, parser, client, log)
             log.client = None
         log("writing report.json, report.html, labels, convergence.png")
-        run_page = page(store, result, report)
-        with ThreadPoolExecutor(2) as pool:  # the views are scored while the figures are drawn and the labels written
+        with ThreadPoolExecutor(2) as pool:  # the views are scored while the page is drawn and the labels written
             scores = None if store.labels is None else [
                 pool.submit(view_scores, result.view_embeddings[p], store.labels, args.n_clusters, args.random_state)
                 for p in range(store.n_views)]
+            run_page = page(store, result, report)
             pngs = figures(run_page)
             write_labels(args.out, result.labels)
             report["single_view_scores"] = run_page.single_view_scores = None if scores is None else {

@@ -76,6 +76,9 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
                                                      "views.zarr"]  # the sweep's copies are removed
     assert report["cluster_sizes"] == np.bincount(np.load(out / "labels.npy"), minlength=K).tolist()
     assert set(report["single_view_scores"]) == {"pixels", "hog", "dct"}
+    page = (out / "report.html").read_text()
+    for view, scores in report["single_view_scores"].items():  # scored beside the figures, then shown
+        assert f'data-key="single_view_scores.{view}.acc">{scores["acc"]:.4f}<' in page
     store = MultiViewStore(out / "views.zarr")
     assert store.read_result("landmarks", "L0").shape[0] == 40
     assert all(params["n_landmarks"] == 40 for params in store.stages().values())

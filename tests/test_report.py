@@ -155,6 +155,12 @@ def test_thumbnails_come_from_the_fewest_leading_chunks_that_hold_enough_of_ever
     assert np.isfinite(rows).all() and (rows < 200).all()
     for c in range(4):
         assert (y[rows[c].astype(int)] == c).all() and len(set(rows[c])) == THUMBNAILS
+    edge = np.arange(400) % 3
+    edge[np.arange(11) * 9] = 3  # cluster 3: eleven samples in the first chunk, the twelfth the second's first row
+    edge[100] = 3
+    read.clear()
+    images = thumbnails(store, 0, (2, 2), edge, 4, random_state=0)
+    assert read == [0, 100] and 100 in images.reshape(4, THUMBNAILS, 4)[3, :, 0] / 4
     few = np.where(np.arange(400) == 399, 5, y)  # a cluster of one sample, in the last chunk: all chunks are read
     read.clear()
     images = thumbnails(store, 0, (2, 2), few, 6, random_state=0)
