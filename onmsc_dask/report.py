@@ -101,7 +101,8 @@ def thumbnails(store: Any, view: int, shape: tuple[int, int], labels: np.ndarray
     cluster (or all of a smaller one's): only those chunks are read."""
     rng = np.random.default_rng(random_state)
     members = [np.flatnonzero(labels == c) for c in range(n_clusters)]
-    stops = np.array([stop for _, stop in store.row_chunks(view)])
+    chunks = store.row_chunks(view)
+    stops = np.array([stop for _, stop in chunks])
     last = max((m[min(THUMBNAILS, len(m)) - 1] for m in members if len(m)), default=-1)  # the last row needed
     end = stops[np.searchsorted(stops, last, side="right")] if last >= 0 else 0
     chosen = np.full((n_clusters, THUMBNAILS), -1)
@@ -110,7 +111,7 @@ def thumbnails(store: Any, view: int, shape: tuple[int, int], labels: np.ndarray
         picked = np.sort(rng.choice(m, min(THUMBNAILS, len(m)), replace=False))
         chosen[c, :len(picked)] = picked
     images = np.full((n_clusters, THUMBNAILS, shape[0] * shape[1]), np.nan)
-    for start, stop in store.row_chunks(view):
+    for start, stop in chunks:
         inside = (chosen >= start) & (chosen < stop)
         if inside.any():
             rows = store.read_rows(view, start, stop)
