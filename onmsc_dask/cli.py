@@ -27,8 +27,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import dask
 import numpy as np
 
+from .cluster import SCHEDULER_CONFIG
 from .datasets import DATASETS
 from .progress import Progress
 from .validation import SEED_MAX
@@ -510,7 +512,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
             t = time.perf_counter()
             log(f"starting a local Dask cluster of {workers} worker processes")
             # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
-            with _sigint_ignored():
+            with _sigint_ignored(), dask.config.set(SCHEDULER_CONFIG):
                 cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                            dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))

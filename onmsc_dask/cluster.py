@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 
+#: the scheduler settings of the LocalClusters onmsc-dask starts (cluster_configs/dask.yaml has them for others): one
+#: root task sent to a worker per thread (distributed's default 1.1 sends a one-thread worker two), so none waits
+#: there behind a long task the worker starts while another worker idles (Fashion-MNIST 60k landmarks stage: a
+#: view's chunk scan sat behind the pixels' k-means for 1.5 s)
+SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
+
 #: workers that hold each scattered value: a worker lost mid-fit leaves a copy for the scheduler to use
 REPLICAS = 2
 

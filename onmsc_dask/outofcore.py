@@ -168,10 +168,14 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tup
             [i for s in summaries for i in s.zero_row_examples][:5])
 
 
-def _view_landmarks(samples: list, n_landmarks: int, seed: int, init: str,
-                    view_metric: tuple[str, int, list[int]] | str) -> np.ndarray | None:
-    """graph.landmark_centres of a view's sample, in its metric (_view_metric); None for a constant view."""
-    return None if isinstance(view_metric, str) else landmark_centres(samples, n_landmarks, seed, init, view_metric[0])
+def _view_landmarks(scans: list[tuple[_ChunkSummary, Any]], metric: str, label: str, n_landmarks: int, seed: int,
+                    init: str) -> tuple[tuple[str, int, list[int]] | str, np.ndarray | None]:
+    """The view's _view_metric from its chunk scans and graph.landmark_centres of its sample in that metric (None for
+    a constant view). One task: a separate metric task would queue behind another view's k-means on the worker
+    that holds its inputs, and hold back this view's k-means while the other worker idles."""
+    view_metric = _view_metric([summary for summary, _ in scans], metric, label)
+    return view_metric, (None if isinstance(view_metric, str) else
+                         landmark_centres([sample for _, sample in scans], n_landmarks, seed, init, view_metric[0]))
 
 
 def _anchor_block(block: Any, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:
@@ -324,13 +328,13 @@ def _landmarks(run: _Run, k: int) -> dict[str, Any]:
         idx = landmark_rows(rows.n_samples, m, lp["landmark_sample"], run.seeds[p])
         # the widest view first: its k-means (O(sample m d)) is the stage's longest task and waits for its scans
         with dask.annotate(priority=rows.n_features[p]):
-            scans = [dask.delayed(_chunk_scan, pure=True, nout=2)(block, label, s, idx[(idx >= s) & (idx < e)])
+            scans = [dask.delayed(_chunk_scan, pure=True)(block, label, s, idx[(idx >= s) & (idx < e)])
                      for (s, e), block in zip(rows.chunks[p], rows.blocks[p])]
-            view_metric = dask.delayed(_view_metric, pure=True)(  # (metric, zero rows, their first rows) or a message
-                [summary for summary, _ in scans], lp["metric"][p], label)
-            lms.append(dask.delayed(_view_landmarks, pure=True)([sample for _, sample in scans], m, run.seeds[p],
-                                                                lp["landmark_init"], view_metric))
+            # (metric, zero rows, their first rows) or a message; the landmarks
+            view_metric, lm = dask.delayed(_view_landmarks, pure=True, nout=2)(scans, lp["metric"][p], label, m,
+                                                                               run.seeds[p], lp["landmark_init"])
         view_metrics.append(view_metric)
+        lms.append(lm)
     check_distinct(rows, k, run.client)
     resolved, lms = _compute(run.client, view_metrics, lms)
     constant = {p: r for p, r in enumerate(resolved) if isinstance(r, str)}

@@ -15,36 +15,37 @@ Examples::
     python pipelines/mnist60k.py --workers 2                              # Fashion-MNIST 60k, LocalCluster
     python pipelines/mnist60k.py --data-dir ../shared/data/mnist-t10k --limit 2000 --out runs/t10k
     python pipelines/mnist60k.py --scheduler tcp://127.0.0.1:8786 --sweep
+
+Without ``--scheduler`` a forked child process builds the views while this one imports the fit's and the report's
+modules (FIT_MODULES) and starts the cluster; the functions that need those modules import them when called.
 """
 from __future__ import annotations
 
 import argparse
 import functools
 import gc
+import importlib
 import json
+import multiprocessing
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import dask
 import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.assign import readout
 from onmsc_dask.cli import connect, one_line, positive_int, quiet_client_log, seed_arg
+from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_splits
-from onmsc_dask.metrics import evaluate
-from onmsc_dask.api import ONMSC
-from onmsc_dask.outofcore import OutOfCoreResult
 from onmsc_dask.progress import Progress
-from onmsc_dask.report import (cluster_sizes, figures, single_view_scores, sizes_line, store_page, write_labels,
-                               write_report)
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_n_components
 
@@ -54,6 +55,8 @@ VIEW_NAMES = ("pixels", "hog", "dct")
 #: images per pass of hog: its int64 temporaries (about 30 bytes a pixel each) then reuse freed memory instead of
 #: page-faulting fresh maps (60k images: 1.6-1.9 -> 1.1-1.3 CPU-s, the same descriptors)
 HOG_BLOCK_IMAGES = 1000
+#: the fit's and the report's modules (scikit-learn, matplotlib, distributed: 2.5-3 s of imports on one core)
+FIT_MODULES = ("distributed", "onmsc_dask.api", "onmsc_dask.outofcore", "onmsc_dask.report")
 WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler (memory: with --processes)
 
 
@@ -148,10 +151,58 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
                                      metadata=meta | {"image_shape": {"view": 0, "shape": list(images.shape[1:])}})
 
 
+def start_build(args: argparse.Namespace) -> Callable[[], tuple[MultiViewStore, float]]:
+    """build_store of `args` started in a forked child process, so this one goes on meanwhile; or, when fork is not
+    available or this process runs other threads (a fork copies only the calling thread), run in this process when
+    the returned call is made. That call returns the store and the seconds its build took, or raises the build's
+    error."""
+    path = args.store or args.out / "views.zarr"
+
+    def build() -> float:
+        t = time.perf_counter()
+        with dask.config.set(scheduler="threads"):  # the views are computed here, not shipped to the cluster
+            build_store(args.data_dir, path, args.limit, args.chunk_rows)
+        return time.perf_counter() - t
+
+    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+        def in_process() -> tuple[MultiViewStore, float]:
+            seconds = build()
+            return MultiViewStore(path), seconds
+
+        return in_process
+    receive, send = multiprocessing.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            send.send(build())
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it (SystemExit of build_store included)
+            send.send(exc)
+
+    process = multiprocessing.get_context("fork").Process(target=child, name="mnist60k-views", daemon=True)
+    process.start()
+    send.close()  # the child's copy stays open: recv ends with EOFError if the child dies without a word
+
+    def wait() -> tuple[MultiViewStore, float]:
+        try:
+            outcome = receive.recv()
+        except EOFError:
+            process.join()
+            raise OSError(f"building the views of {args.data_dir} stopped (the child process exited with code "
+                          f"{process.exitcode}); nothing was fitted, run the same command again") from None
+        process.join()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return MultiViewStore(path), outcome
+
+    return wait
+
+
 def view_scores(H: np.ndarray, y: np.ndarray, n_clusters: int, random_state: int) -> dict[str, float]:
     """report.single_view_scores of one view (its H_p^(o), (O, n, width)) on one OpenMP thread: the views are scored
     side by side, each on one core."""
     from threadpoolctl import threadpool_limits
+
+    from onmsc_dask.report import single_view_scores
 
     with threadpool_limits(1, user_api="openmp"):
         return single_view_scores(H[None], y, n_clusters, ["view"], random_state)["view"]
@@ -159,12 +210,18 @@ def view_scores(H: np.ndarray, y: np.ndarray, n_clusters: int, random_state: int
 
 def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
     """evaluate(y, labels), or None when the data have no labels."""
+    from onmsc_dask.metrics import evaluate
+
     return None if y is None else evaluate(y, labels)
 
 
 def fit_anchor(store: MultiViewStore, args: argparse.Namespace, n_landmarks: int, refine: bool,
-               progress: Any = None) -> OutOfCoreResult:
-    """``ONMSC(embedding="anchor")`` on `store`, its stages resumed from and kept in the store (``cache``)."""
+               progress: Any = None) -> Any:
+    """``ONMSC(embedding="anchor")`` on `store`, its stages resumed from and kept in the store (``cache``): an
+    OutOfCoreResult."""
+    from onmsc_dask.api import ONMSC
+    from onmsc_dask.outofcore import OutOfCoreResult
+
     model = ONMSC(args.n_clusters, embedding="anchor", order=args.order, n_landmarks=n_landmarks,
                   n_components=args.n_components, refine=refine, keep_intermediate=True, cache=store,
                   random_state=args.random_state)
@@ -207,8 +264,9 @@ def make_client(args: argparse.Namespace):
     if args.memory_limit is not None and not args.processes:
         print("--memory-limit is not used without --processes: thread workers share this process's memory",
               flush=True)
-    return Client(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,  # closed with it
-                  memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0, dashboard_address=":0")
+    with dask.config.set(SCHEDULER_CONFIG):
+        return Client(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,  # closed with it
+                      memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0, dashboard_address=":0")
 
 
 def blas_threads(args: argparse.Namespace) -> AbstractContextManager:
@@ -247,6 +305,9 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
 
 def page(store: MultiViewStore, result: Any, report: dict) -> Any:
     """report.html's content."""
+    from onmsc_dask.assign import readout
+    from onmsc_dask.report import store_page
+
     facts = {"parameters": {key: report[key] for key in ("n_clusters", "n_components", "n_landmarks", "order",
                                                           "random_state", "workers", "chunk_rows")},
              "seconds": {"store": report["store_seconds"], "fit": report["fit_seconds"], **report["stage_seconds"]}}
@@ -308,13 +369,27 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
-    with log.watch(), blas_threads(args):
-        log("starting the Dask cluster" if not args.scheduler else f"connecting to {args.scheduler}")
-        with make_client(args) as client:  # first: a wrong --scheduler fails before anything is read or written
-            log(f"Dask dashboard: {client.dashboard_link}")
-            log.client = client
-            report, store, result = fit(args, parser, client, log)
-            log.client = None
+    with ExitStack() as cluster, ExitStack() as stack:
+        client = None
+        if args.scheduler:  # first: a wrong --scheduler fails before anything is read or written
+            log(f"connecting to {args.scheduler}")
+            client = cluster.enter_context(make_client(args))
+        log(f"building the three views of {args.data_dir}")
+        built = start_build(args)  # before any thread of this process starts: then in a child process,
+        for name in FIT_MODULES:  # while this one imports these
+            importlib.import_module(name)
+        stack.enter_context(log.watch())
+        stack.enter_context(blas_threads(args))
+        if client is None:
+            log("starting the Dask cluster")
+            client = cluster.enter_context(make_client(args))
+        log(f"Dask dashboard: {client.dashboard_link}")
+        log.client = client
+        report, store, result = fit(args, parser, client, log, built)
+        log.client = None
+        cluster.close()  # the client and its LocalCluster: the workers' memory is freed before the report
+        from onmsc_dask.report import figures, write_labels, write_report
+
         log("writing report.json, report.html, labels, convergence.png")
         with ThreadPoolExecutor(2) as pool:  # the views are scored while the page is drawn and the labels written
             scores = None if store.labels is None else [
@@ -328,6 +403,8 @@ def main(argv: list[str] | None = None) -> dict:
         (args.out / "report.json").write_text(json.dumps(report, indent=2))
         write_report(args.out, run_page, pngs)
         log(f"wrote {args.out / 'report.html'}")
+    from onmsc_dask.report import sizes_line
+
     scores = report["scores"] or {}
     print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
@@ -337,14 +414,12 @@ def main(argv: list[str] | None = None) -> dict:
     return report
 
 
-def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any,
-        log: Progress) -> tuple[dict, MultiViewStore, Any]:
-    """Build (or reuse) the store, fit it, and the report's content."""
-    t0 = time.perf_counter()
-    log(f"building the three views of {args.data_dir}")
-    with dask.config.set(scheduler="threads"):  # the views are computed here, not shipped to the cluster
-        store = build_store(args.data_dir, args.store or args.out / "views.zarr", args.limit, args.chunk_rows)
-    t_store = time.perf_counter() - t0
+def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any, log: Progress,
+        built: Callable[[], tuple[MultiViewStore, float]]) -> tuple[dict, MultiViewStore, Any]:
+    """Wait for the store (start_build's call `built`: built or reused), fit it, and the report's content."""
+    from onmsc_dask.report import cluster_sizes
+
+    store, t_store = built()
     log(f"store {store.path}: {store.n_samples} samples, views {store.view_names} ({t_store:.1f}s)")
     if args.limit is not None and args.limit > store.n_samples:
         print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "
