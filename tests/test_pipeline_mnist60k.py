@@ -242,8 +242,12 @@ def test_local_cluster_workers_are_threads_unless_processes_are_asked_for(mnist6
         return argparse.Namespace(**{"scheduler": None, "workers": 2, "memory_limit": None, "processes": False,
                                      **kw})
 
+    def saturation(dask_scheduler) -> float:
+        return dask_scheduler.WORKER_SATURATION
+
     with mnist60k.make_client(args(memory_limit="1GiB")) as client, client.cluster:
         assert set(client.run(os.getpid).values()) == {os.getpid()} and len(client.scheduler_info()["workers"]) == 2
+        assert client.run_on_scheduler(saturation) == 1.0  # cluster.SCHEDULER_CONFIG: one root task per thread
     assert "--memory-limit is not used without --processes" in capsys.readouterr().out
     with mnist60k.make_client(args(workers=1, processes=True, memory_limit="1GiB")) as client, client.cluster:
         (pid,) = client.run(os.getpid).values()
