@@ -1,10 +1,12 @@
 """Where the time of one cold ``python pipelines/mnist60k.py`` goes: wall and CPU seconds of each phase.
 
 Run in a fresh interpreter (so the imports are cold), it imports the pipeline, then calls its ``main`` with the
-given arguments, and splits the run at the pipeline's own progress lines (cluster start, view building, each fit
-stage, the report). CPU time is summed over this process and every process it started (the LocalCluster's
-nannies and workers), read with psutil at each line, so it is much less sensitive to a loaded machine than the
-wall time. Prints a table and writes JSON.
+given arguments, and splits the run at the pipeline's own progress lines (view building, cluster start, each fit
+stage, the report). Without ``--scheduler`` the "building the three views" phase is the forked child's build and,
+meanwhile, this process's imports of the fit's modules; "Dask dashboard" ends when the child's store is ready. CPU
+time is summed over this process and every process it started (the view-building child, the LocalCluster's nannies
+and workers with --processes), read with psutil at each line, so it is much less sensitive to a loaded machine
+than the wall time. Prints a table and writes JSON.
 
     python bench/profile_cold.py --json bench/results/profile_cold.json -- --out /tmp/run --quiet
 """
@@ -25,27 +27,28 @@ import psutil  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cpu_seconds(proc: psutil.Process, seen: dict[int, float]) -> float:
-    """CPU seconds (user + system) of `proc` and its descendants, alive or seen alive before (their last
-    reading stays in `seen`, keyed by pid)."""
+def cpu_seconds(proc: psutil.Process) -> float:
+    """CPU seconds (user + system) of `proc`, its live descendants, and the descendants they have reaped (children_*:
+    a child's whole time once it has been waited for)."""
+    total = 0.0
     for p in [proc, *proc.children(recursive=True)]:
         try:
             t = p.cpu_times()
-            seen[p.pid] = t.user + t.system
-        except psutil.NoSuchProcess:
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:  # ended between the listing and the reading: counted by its parent once reaped
             pass
-    return sum(seen.values())
+    return total
 
 
 class Marks:
     """(label, wall, cpu of the process tree) at each progress line."""
 
     def __init__(self) -> None:
-        self.proc, self.seen = psutil.Process(), {}
+        self.proc = psutil.Process()
         self.marks: list[tuple[str, float, float]] = []
 
     def __call__(self, label: str) -> None:
-        self.marks.append((label, time.perf_counter() - T0, cpu_seconds(self.proc, self.seen)))
+        self.marks.append((label, time.perf_counter() - T0, cpu_seconds(self.proc)))
 
     def phases(self) -> list[dict]:
         """Each interval between consecutive marks, named by the mark that starts it."""

@@ -1,5 +1,5 @@
-"""In-memory data as one input of Dask graphs: sent to the workers once, never inside a task graph; and data
-loaded by tasks, kept on the workers."""
+"""In-memory data as one input of Dask graphs: sent to the workers once, never inside a task graph; data loaded by
+tasks, kept on the workers; and the scheduler settings of the LocalClusters onmsc-dask starts."""
 from __future__ import annotations
 
 from typing import Any

@@ -32,10 +32,11 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import dask
 import dask.array as da
@@ -48,6 +49,9 @@ from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.progress import Progress
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_n_components
+
+if TYPE_CHECKING:
+    from onmsc_dask.outofcore import OutOfCoreResult
 
 DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
 SWEEP = (10, 50, 100, 500, 1000, 2000, 6000)
@@ -151,50 +155,60 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
                                      metadata=meta | {"image_shape": {"view": 0, "shape": list(images.shape[1:])}})
 
 
-def start_build(args: argparse.Namespace) -> Callable[[], tuple[MultiViewStore, float]]:
-    """build_store of `args` started in a forked child process, so this one goes on meanwhile; or, when fork is not
-    available or this process runs other threads (a fork copies only the calling thread), run in this process when
-    the returned call is made. That call returns the store and the seconds its build took, or raises the build's
-    error."""
+def start_build(args: argparse.Namespace, stack: ExitStack) -> Callable[[], tuple[MultiViewStore, float]]:
+    """build_store of `args`, in a forked child process while this one goes on; in this process, now, when fork is
+    not available or this process runs other threads (a fork copies only the calling thread). Returns the call
+    that waits for the store and the seconds its build took, or raises the build's error (with the child's
+    traceback as its cause). Closing `stack` stops a child still running (the next build removes its partial
+    store)."""
     path = args.store or args.out / "views.zarr"
 
     def build() -> float:
         t = time.perf_counter()
-        with dask.config.set(scheduler="threads"):  # the views are computed here, not shipped to the cluster
-            build_store(args.data_dir, path, args.limit, args.chunk_rows)
+        build_store(args.data_dir, path, args.limit, args.chunk_rows)
         return time.perf_counter() - t
 
     if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
-        def in_process() -> tuple[MultiViewStore, float]:
-            seconds = build()
-            return MultiViewStore(path), seconds
-
-        return in_process
+        seconds = build()
+        return lambda: (MultiViewStore(path), seconds)
     receive, send = multiprocessing.Pipe(duplex=False)
 
     def child() -> None:
         try:
             send.send(build())
         except BaseException as exc:  # noqa: BLE001 - the parent raises it (SystemExit of build_store included)
-            send.send(exc)
+            trace = traceback.format_exc()
+            try:
+                send.send((exc, trace))
+            except Exception:  # noqa: BLE001 - an exception that does not pickle: its type and message
+                send.send((RuntimeError(f"{type(exc).__name__}: {exc}"), trace))
 
     process = multiprocessing.get_context("fork").Process(target=child, name="mnist60k-views", daemon=True)
     process.start()
     send.close()  # the child's copy stays open: recv ends with EOFError if the child dies without a word
+    stack.callback(lambda: (process.terminate(), process.join()) if process.is_alive() else None)
 
     def wait() -> tuple[MultiViewStore, float]:
         try:
             outcome = receive.recv()
         except EOFError:
+            outcome = None
+        finally:
+            receive.close()
             process.join()
+        if outcome is None:
             raise OSError(f"building the views of {args.data_dir} stopped (the child process exited with code "
-                          f"{process.exitcode}); nothing was fitted, run the same command again") from None
-        process.join()
-        if isinstance(outcome, BaseException):
-            raise outcome
+                          f"{process.exitcode}); nothing was fitted, run the same command again")
+        if isinstance(outcome, tuple):
+            exc, trace = outcome
+            raise exc from ChildError(trace)
         return MultiViewStore(path), outcome
 
     return wait
+
+
+class ChildError(Exception):
+    """The traceback of an error raised in start_build's child process (the cause of the error raised here)."""
 
 
 def view_scores(H: np.ndarray, y: np.ndarray, n_clusters: int, random_state: int) -> dict[str, float]:
@@ -216,9 +230,8 @@ def score(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float] | None:
 
 
 def fit_anchor(store: MultiViewStore, args: argparse.Namespace, n_landmarks: int, refine: bool,
-               progress: Any = None) -> Any:
-    """``ONMSC(embedding="anchor")`` on `store`, its stages resumed from and kept in the store (``cache``): an
-    OutOfCoreResult."""
+               progress: Any = None) -> OutOfCoreResult:
+    """``ONMSC(embedding="anchor")`` on `store`, its stages resumed from and kept in the store (``cache``)."""
     from onmsc_dask.api import ONMSC
     from onmsc_dask.outofcore import OutOfCoreResult
 
@@ -264,9 +277,15 @@ def make_client(args: argparse.Namespace):
     if args.memory_limit is not None and not args.processes:
         print("--memory-limit is not used without --processes: thread workers share this process's memory",
               flush=True)
-    with dask.config.set(SCHEDULER_CONFIG):
-        return Client(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,  # closed with it
+    with dask.config.set(SCHEDULER_CONFIG):  # the Client closes its LocalCluster with it
+        return Client(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,
                       memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0, dashboard_address=":0")
+
+
+def enter_client(args: argparse.Namespace, stack: ExitStack) -> Any:
+    """make_client(args), closed with `stack`, under quiet_client_log (a lost scheduler: only the one-line error)."""
+    stack.enter_context(quiet_client_log())
+    return stack.enter_context(make_client(args))
 
 
 def blas_threads(args: argparse.Namespace) -> AbstractContextManager:
@@ -373,16 +392,17 @@ def main(argv: list[str] | None = None) -> dict:
         client = None
         if args.scheduler:  # first: a wrong --scheduler fails before anything is read or written
             log(f"connecting to {args.scheduler}")
-            client = cluster.enter_context(make_client(args))
+            client = enter_client(args, cluster)
         log(f"building the three views of {args.data_dir}")
-        built = start_build(args)  # before any thread of this process starts: then in a child process,
-        for name in FIT_MODULES:  # while this one imports these
+        # in a child process while this one imports the fit's modules, unless a thread runs here (the client's)
+        built = start_build(args, cluster)
+        for name in FIT_MODULES:
             importlib.import_module(name)
         stack.enter_context(log.watch())
         stack.enter_context(blas_threads(args))
         if client is None:
             log("starting the Dask cluster")
-            client = cluster.enter_context(make_client(args))
+            client = enter_client(args, cluster)
         log(f"Dask dashboard: {client.dashboard_link}")
         log.client = client
         report, store, result = fit(args, parser, client, log, built)
@@ -455,8 +475,7 @@ def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any, 
 
 if __name__ == "__main__":
     try:
-        with quiet_client_log():  # a lost scheduler: only the one line below
-            main()
+        main()
         gc.freeze()  # the exit then skips its garbage-collection passes over this run's objects (1.1-1.2 s)
     except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
         resume = "; the same command resumes after the last finished stage" if isinstance(exc, CancelledError) else ""
