@@ -346,3 +346,19 @@ def test_the_views_are_built_in_a_child_forked_before_the_fit_modules_import(mni
     else:
         assert result["error"] == (f"OSError: building the views of {data} stopped (the child process exited with "
                                    "code 3); nothing was fitted, run the same command again")
+
+
+def test_a_damaged_image_file_ends_the_command_in_one_line(tmp_path):
+    """`python pipelines/mnist60k.py` on a damaged IDX file (read in the forked child): exit code 1 and one line on
+    stderr naming the file, no traceback, and no store left behind."""
+    import subprocess
+    import sys
+
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    (data / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(b"\0\0\x08\x03" + b"\0" * 5))
+    done = subprocess.run([sys.executable, str(ROOT / "pipelines" / "mnist60k.py"), "--data-dir", str(data), "--out",
+                           str(out), "--quiet", *ARGS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("[")]  # progress lines: "[ 0.1s] ..."
+    assert line.startswith("mnist60k: error: ") and "train-images-idx3-ubyte.gz" in line and "truncated" in line
+    assert not (out / "views.zarr").exists()
