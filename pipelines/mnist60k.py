@@ -27,6 +27,7 @@ import gc
 import importlib
 import json
 import multiprocessing
+import pickle
 import shutil
 import sys
 import tempfile
@@ -174,14 +175,16 @@ def start_build(args: argparse.Namespace, stack: ExitStack) -> Callable[[], tupl
     receive, send = multiprocessing.Pipe(duplex=False)
 
     def child() -> None:
+        receive.close()  # the parent's end: a message the parent cannot take then fails here instead of blocking
         try:
             send.send(build())
         except BaseException as exc:  # noqa: BLE001 - the parent raises it (SystemExit of build_store included)
             trace = traceback.format_exc()
             try:
-                send.send((exc, trace))
-            except Exception:  # noqa: BLE001 - an exception that does not pickle: its type and message
-                send.send((RuntimeError(f"{type(exc).__name__}: {exc}"), trace))
+                pickle.loads(pickle.dumps(exc))
+            except Exception:  # noqa: BLE001 - an exception that does not pickle and back: its type and message
+                exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+            send.send((exc, trace))
 
     process = multiprocessing.get_context("fork").Process(target=child, name="mnist60k-views", daemon=True)
     process.start()
@@ -193,6 +196,9 @@ def start_build(args: argparse.Namespace, stack: ExitStack) -> Callable[[], tupl
             outcome = receive.recv()
         except EOFError:
             outcome = None
+        except BaseException:  # e.g. Ctrl-C while waiting: the child stops too
+            process.terminate()
+            raise
         finally:
             receive.close()
             process.join()
@@ -393,14 +399,15 @@ def main(argv: list[str] | None = None) -> dict:
         if args.scheduler:  # first: a wrong --scheduler fails before anything is read or written
             log(f"connecting to {args.scheduler}")
             client = enter_client(args, cluster)
+            stack.enter_context(log.watch())  # the client's threads run: the views are built here, with progress
         log(f"building the three views of {args.data_dir}")
         # in a child process while this one imports the fit's modules, unless a thread runs here (the client's)
         built = start_build(args, cluster)
         for name in FIT_MODULES:
             importlib.import_module(name)
-        stack.enter_context(log.watch())
         stack.enter_context(blas_threads(args))
         if client is None:
+            stack.enter_context(log.watch())
             log("starting the Dask cluster")
             client = enter_client(args, cluster)
         log(f"Dask dashboard: {client.dashboard_link}")

@@ -287,7 +287,7 @@ def test_views_are_built_where_the_images_are_not_shipped_in_a_graph(mnist60k, s
 
 
 CHILD_BUILD = """
-import json, os, sys
+import json, os, sys, time
 from pathlib import Path
 
 sys.path.insert(0, sys.argv[1])
@@ -297,29 +297,52 @@ case, data, out = sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 build_store = mnist60k.build_store
 
 
+class Unpicklable(Exception):
+    def __init__(self, what, where):
+        super().__init__(f"{what} at {where}")
+
+
 def recorded(*args):
     modules = sorted(m for m in mnist60k.FIT_MODULES + ("sklearn", "matplotlib") if m in sys.modules)
     (out / "builder.json").write_text(json.dumps({"pid": os.getpid(), "modules": modules}))
-    return build_store(*args) if case != "dies" else os._exit(3)
+    if case == "dies":
+        os._exit(3)
+    if case == "unpicklable":
+        raise Unpicklable("no views", "row 7")
+    if case == "stopped":
+        time.sleep(120)
+    return build_store(*args)
+
+
+def no_cluster(args):
+    raise OSError("no cluster here")
 
 
 mnist60k.build_store = recorded
+if case == "stopped":  # main leaves before it waits for the views
+    mnist60k.make_client = no_cluster
 try:
     outcome = {"report": mnist60k.main(["--data-dir", str(data), "--out", str(out), "--quiet", *sys.argv[5:]])}
-except (ValueError, OSError) as exc:
+except (ValueError, OSError, RuntimeError) as exc:
     outcome = {"error": type(exc).__name__ + ": " + str(exc), "cause": type(exc.__cause__).__name__,
                "trace": str(exc.__cause__)}
+try:
+    os.kill(json.loads((out / "builder.json").read_text())["pid"], 0)
+    outcome["child_alive"] = True
+except ProcessLookupError:
+    outcome["child_alive"] = False
 print(json.dumps({"pid": os.getpid(), **outcome}))
 """
 
 
 @pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="no fork here")
-@pytest.mark.parametrize("case", ["builds", "damaged", "dies"])
+@pytest.mark.parametrize("case", ["builds", "damaged", "dies", "unpicklable", "stopped"])
 def test_the_views_are_built_in_a_child_forked_before_the_fit_modules_import(mnist60k, tmp_path, case):
     """main() in a fresh interpreter (no other thread; a LocalCluster of its own) forks the view building before
     it imports any of FIT_MODULES: the child builds the store the fit reads; the child's error reaches the caller as
-    the same exception, the child's traceback its cause; a child that dies without a word ends in one OSError
-    that says to run again."""
+    the same exception, the child's traceback its cause (one that does not pickle as a RuntimeError of its type and
+    message); a child that dies without a word ends in one OSError that says to run again; a main that leaves before
+    it waits for the views stops the child (reaped: its pid is gone)."""
     import subprocess
     import sys
 
@@ -334,6 +357,7 @@ def test_the_views_are_built_in_a_child_forked_before_the_fit_modules_import(mni
     result = json.loads(done.stdout.splitlines()[-1])
     builder = json.loads((out / "builder.json").read_text())
     assert builder["pid"] != result["pid"] and builder["modules"] == []  # forked before the fit's imports
+    assert not result["child_alive"]
     if case == "builds":
         assert result["report"]["n_samples"] == 200 and result["report"]["scores"]["acc"] > 0.9
         store = MultiViewStore(out / "views.zarr")
@@ -342,7 +366,11 @@ def test_the_views_are_built_in_a_child_forked_before_the_fit_modules_import(mni
     elif case == "damaged":
         assert result["error"].startswith("ValueError: ") and "train-images-idx3-ubyte.gz" in result["error"]
         assert result["cause"] == "ChildError" and "Traceback" in result["trace"] and "read_idx" in result["trace"]
-        assert not (out / "views.zarr").exists()
+        assert not list(out.glob("views.zarr*"))
+    elif case == "unpicklable":
+        assert result["error"] == "RuntimeError: Unpicklable: no views at row 7" and "recorded" in result["trace"]
+    elif case == "stopped":
+        assert result["error"] == "OSError: no cluster here"
     else:
         assert result["error"] == (f"OSError: building the views of {data} stopped (the child process exited with "
                                    "code 3); nothing was fitted, run the same command again")
@@ -361,4 +389,4 @@ def test_a_damaged_image_file_ends_the_command_in_one_line(tmp_path):
     assert done.returncode == 1, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if not line.startswith("[")]  # progress lines: "[ 0.1s] ..."
     assert line.startswith("mnist60k: error: ") and "train-images-idx3-ubyte.gz" in line and "truncated" in line
-    assert not (out / "views.zarr").exists()
+    assert not list(out.glob("views.zarr*"))
