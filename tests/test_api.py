@@ -973,3 +973,25 @@ def test_anchor_graphs_keep_the_value_metric_and_refuse_standardized():
     assert ONMSC(4, **anchor).fit(views).metric_ == ["euclidean", "euclidean"]  # the chain reads row chunks
     with pytest.raises(ValueError, match="'standardized' needs kNN graphs"):
         ONMSC(4, metric="standardized", **anchor).fit(views)
+
+
+def test_top_level_names_load_on_first_use():
+    """`import onmsc_dask.store` (what pipelines/mnist60k.py imports before it forks) loads neither scikit-learn nor
+    the fit; `from onmsc_dask import ONMSC, MultiViewStore, evaluate` still works, dir() lists the names, and a name
+    is looked up once (then cached in the module); an unknown name is an AttributeError."""
+    import subprocess
+    import sys
+
+    code = ("import sys, onmsc_dask.store\n"
+            "print(sorted(m for m in ('sklearn', 'onmsc_dask.api', 'matplotlib') if m in sys.modules))\n"
+            "import onmsc_dask\n"
+            "from onmsc_dask import ONMSC, MultiViewStore, evaluate\n"
+            "print(ONMSC.__module__, MultiViewStore.__module__, evaluate.__module__, 'ONMSC' in vars(onmsc_dask),\n"
+            "      {'ONMSC', 'MultiViewStore', 'evaluate'} <= set(dir(onmsc_dask)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "onmsc_dask.api onmsc_dask.store onmsc_dask.metrics True True"]
+    import onmsc_dask
+
+    with pytest.raises(AttributeError, match="has no attribute 'fit'"):
+        onmsc_dask.fit
