@@ -405,6 +405,8 @@ def main(argv: list[str] | None = None) -> dict:
         built = start_build(args, cluster)
         for name in FIT_MODULES:
             importlib.import_module(name)
+        from onmsc_dask.report import figures, sizes_line, write_labels, write_report
+
         stack.enter_context(blas_threads(args))
         if client is None:
             stack.enter_context(log.watch())
@@ -415,8 +417,6 @@ def main(argv: list[str] | None = None) -> dict:
         report, store, result = fit(args, parser, client, log, built)
         log.client = None
         cluster.close()  # the client and its LocalCluster: the workers' memory is freed before the report
-        from onmsc_dask.report import figures, write_labels, write_report
-
         log("writing report.json, report.html, labels, convergence.png")
         with ThreadPoolExecutor(2) as pool:  # the views are scored while the page is drawn and the labels written
             scores = None if store.labels is None else [
@@ -430,8 +430,6 @@ def main(argv: list[str] | None = None) -> dict:
         (args.out / "report.json").write_text(json.dumps(report, indent=2))
         write_report(args.out, run_page, pngs)
         log(f"wrote {args.out / 'report.html'}")
-    from onmsc_dask.report import sizes_line
-
     scores = report["scores"] or {}
     print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
