@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
-from .assign import assign_labels, readout, refine_labels
+from .assign import assign_labels, mean_normalized_cut, readout, refine_labels
 from .cluster import persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
@@ -22,7 +22,7 @@ from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_compo
                     ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
                     usable_graphs, view_facts, view_graphs, giant_cluster)
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
-from .selection import fuse, sample_costs, significantly_tighter
+from .selection import distortion, fuse
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
                          check_tol, check_view, check_view_names, constant_view_message, fit_seeds,
@@ -631,22 +631,17 @@ class ONMSC(ClusterMixin, BaseEstimator):
         """Default N, from the cluster sizes the fit found (docs/defaults.md). A giant cluster (graph.giant_cluster):
         refit with 2N, kept if it has none (a dominant class stays one cluster at 2N too). Then, unless that refit was
         kept, a cluster of at most N samples: refit with N from the smallest one (graph.smallest_cluster_neighbors),
-        keeping the refit if its read-out (assign.readout: H*, or T when wider than k) is significantly tighter: the
-        k-means costs of its rows lower than the first fit's beyond noise (selection.significantly_tighter; their mean
-        is the distortion of the "select" search). ``n_neighbors_tried_`` maps each N fitted to that distortion (empty
-        when no refit was needed, None for a refit that failed its input checks)."""
+        keeping the refit if its labels have a lower mean normalized cut (assign.mean_normalized_cut) than the first
+        fit's on the related views' graphs of both N. ``n_neighbors_tried_`` maps each N fitted to the k-means distortion of its
+        read-out (assign.readout; selection.distortion; empty when no refit was needed, None for a refit that failed
+        its input checks)."""
         k, N0, n = self.n_clusters, self.n_neighbors_, len(self.labels_)
         t0, first_timings = time.perf_counter(), self.timings_
         seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for every score
 
-        costs = {}  # per-sample k-means costs of each N's read-out (selection.sample_costs; their mean is reported)
-
         def score(fit: ONMSC | None) -> float | None:
-            if fit is None:
-                return None
-            costs[fit.n_neighbors_] = sample_costs(readout(fit.embedding_, fit.fusion_target_, k), k,
-                                                   np.random.default_rng(seed))
-            return float(costs[fit.n_neighbors_].mean())
+            return None if fit is None else distortion(readout(fit.embedding_, fit.fusion_target_, k), k,
+                                                       np.random.default_rng(seed))
 
         def refit(N: int) -> ONMSC | None:
             try:
@@ -677,11 +672,17 @@ class ONMSC(ClusterMixin, BaseEstimator):
             report(f"a cluster of at most N = {N0} samples found: refitting with N = {N1} (docs/defaults.md)")
             other = refit(N1)
             tried = {**tried, N0: tried.get(N0) or score(first), N1: score(other)}
-            if other is not None and significantly_tighter(costs[N1], costs[N0]):
-                kept = other
-            report(f"kept N = {kept.n_neighbors_}: k-means distortion "
-                   + ", ".join(f"{d:.4f} at N = {N}" if d is not None else f"N = {N} failed its input checks"
-                               for N, d in tried.items() if N in (N0, N1)))
+            if other is None:
+                report(f"kept N = {N0}: N = {N1} failed its input checks")
+            else:
+                # rows: the graphs at N0, at N1; columns: the labels at N0, at N1
+                cuts = np.array([[mean_normalized_cut(graphs, fit.labels_, k) for fit in (first, other)]
+                                 for graphs in (first._related_graphs(), other._related_graphs())])
+                if (cuts[:, 1] < cuts[:, 0]).all():  # a cleaner partition on the graphs of either N
+                    kept = other
+                report(f"kept N = {kept.n_neighbors_}: mean normalized cut of the labels at N = {N0} / {N1}: "
+                       f"{cuts[0, 0]:.4f} / {cuts[0, 1]:.4f} on the graphs at N = {N0}, "
+                       f"{cuts[1, 0]:.4f} / {cuts[1, 1]:.4f} on those at N = {N1}")
         if not tried:
             return
         if kept is not first:
@@ -690,10 +691,14 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.timings_ = {**self.timings_, "first_fit_total": sum(first_timings.values()),
                          "cluster_size_refit": time.perf_counter() - t0}
 
+    def _related_graphs(self) -> list:
+        """The graphs of the views fusion related (related_views_)."""
+        return [graph for graph, kept in zip(self.view_graphs_, self.related_views_) if kept]
+
     def _refine_labels(self, report: Callable[[str], None]) -> None:
         """The k-means labels refined on the related views' graphs (assign.refine_labels)."""
         t0, kmeans_labels = time.perf_counter(), self.labels_
-        graphs = [graph for graph, kept in zip(self.view_graphs_, self.related_views_) if kept]
+        graphs = self._related_graphs()
         self.labels_, trace = refine_labels(graphs, kmeans_labels, self.n_clusters,
                                             anchor=self.embedding_solver_ == "anchor", tol=self.tol)
         self.refinement_objective_ = np.array(trace)

@@ -81,6 +81,18 @@ def _partition(products: list[Callable[[np.ndarray], np.ndarray]], degrees: list
                       np.array([Y.T @ d for d in degrees]))
 
 
+def _products_and_degrees(graphs: Sequence[sp.spmatrix], anchor: bool, n: int) -> tuple[list, list[np.ndarray]]:
+    products = [affinity_operator(G, anchor) for G in graphs]
+    return products, [product(np.ones((n, 1))).ravel() for product in products]
+
+
+def mean_normalized_cut(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int) -> float:
+    """Mean over the views and the k clusters of 1 - assoc_p(c, c) / vol_p(c), on kNN affinities: 1 - N / (v k), N
+    refine_labels' objective."""
+    products, degrees = _products_and_degrees(graphs, False, len(labels))
+    return 1 - _partition(products, degrees, np.asarray(labels), n_clusters).association / (len(graphs) * n_clusters)
+
+
 def _distances(state: _Partition, volume: np.ndarray, degrees: list[np.ndarray]) -> np.ndarray:
     """sum_p d_p[:, None] (w_p / v_p) / v_p - 2 L_p / v_p (n x k) of refine_labels' step, summed in place: the
     numbers of that expression with two n x k temporaries."""
@@ -109,8 +121,7 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
     k, labels = n_clusters, np.array(labels, dtype=np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= k):
         raise ValueError(f"labels must lie in 0..{k - 1}, got {labels.min()}..{labels.max()}")
-    products = [affinity_operator(G, anchor) for G in graphs]
-    degrees = [product(np.ones((len(labels), 1))).ravel() for product in products]
+    products, degrees = _products_and_degrees(graphs, anchor, len(labels))
     state = _partition(products, degrees, labels, k)
     trace, rows = [state.association], np.arange(len(labels))
     for _ in range(max_iter):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
-
 from sklearn.cluster import KMeans
 
 from .assign import normalize_rows, readout
@@ -36,30 +35,13 @@ class Candidate:
     result: LateFusionResult
 
 
-def sample_costs(H: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """The squared distance of each of H's unit-normalized rows to its k-means centre (3 restarts), on a seeded
-    sample of at most SCORE_SAMPLE rows (the same rows for every H of as many rows and the same ``rng`` state)."""
+def distortion(H: np.ndarray, k: int, rng: np.random.Generator) -> float:
+    """Mean squared distance of H's unit-normalized rows to their k-means centres (3 restarts), on a seeded sample of
+    at most SCORE_SAMPLE rows (the same rows for every H of as many rows and the same ``rng`` state)."""
     rows = rng.choice(len(H), SCORE_SAMPLE, replace=False) if len(H) > SCORE_SAMPLE else slice(None)
     X = normalize_rows(H[rows])
     km = KMeans(k, n_init=3, random_state=int(rng.integers(2**31 - 1))).fit(X)
-    return ((X - km.cluster_centers_[km.labels_]) ** 2).sum(axis=1)
-
-
-def distortion(H: np.ndarray, k: int, rng: np.random.Generator) -> float:
-    """Mean k-means distortion of H's unit-normalized rows (sample_costs)."""
-    return float(sample_costs(H, k, rng).mean())
-
-
-#: standard errors by which a refit's per-sample k-means costs must be lower on average to be called tighter
-TIGHTER_Z = 2.0
-
-
-def significantly_tighter(costs: np.ndarray, reference: np.ndarray) -> bool:
-    """Whether ``costs`` (sample_costs) are lower than ``reference``, those of the same samples under another fit, by
-    more than TIGHTER_Z standard errors of their paired difference: a lower distortion that k-means noise alone would
-    not give."""
-    gain = reference - costs
-    return bool(gain.mean() > TIGHTER_Z * gain.std(ddof=1) / np.sqrt(len(gain)))
+    return float(((X - km.cluster_centers_[km.labels_]) ** 2).sum(axis=1).mean())
 
 
 def select_fusion(H: np.ndarray, F: np.ndarray, k: int, *, lambda1=None, lambda2=None, tol: float = 1e-4,

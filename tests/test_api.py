@@ -365,7 +365,7 @@ def test_wide_fits_score_their_read_out(monkeypatch):
     early fusion's preliminary late fit stays k wide (its embeddings judge early fusion's k-wide graphs)."""
     views, _ = _wide_blobs()
     scored, early_inputs = [], []
-    monkeypatch.setattr(api, "sample_costs", lambda X, k, rng: scored.append(X) or np.zeros(len(X)))
+    monkeypatch.setattr(api, "distortion", lambda X, k, rng: scored.append(X) or 0.0)
     monkeypatch.setattr(api, "smallest_cluster_neighbors", lambda labels, k, N: N - 1)  # force the refit
     with dask.config.set(scheduler="sync"):
         est = ONMSC(2, random_state=0).fit(views)
@@ -687,10 +687,11 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
 def test_default_neighbours_refit_for_small_clusters():
     """With imbalanced clusters (12 points next to 2 x 90) the first fit at the default N = 15 finds a cluster of at
     most 15 points, which cannot hold its points' neighbours: the fit is redone with N from the smallest cluster
-    found and the one with the tighter H* is kept; the result is the fit with that N given explicitly. An explicit N
-    is never changed."""
+    found, and kept since its labels cut the graphs of both N more cleanly (they find the 12 points, the first fit's
+    do not); the result is the fit with that N given explicitly. An explicit N is never changed."""
     from onmsc_dask.graph import smallest_cluster_neighbors
     from onmsc_dask.selection import distortion
+    from sklearn.metrics import adjusted_rand_score
 
     assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 12]), 3, 15) == 6
     assert smallest_cluster_neighbors(np.repeat([0, 1, 2], [50, 40, 4]), 3, 15) == 5  # at least 5
@@ -702,13 +703,15 @@ def test_default_neighbours_refit_for_small_clusters():
     est = ONMSC(3, refine=True, random_state=0).fit(views, progress=lines.append)
     first = ONMSC(3, n_neighbors=15, refine=False, random_state=0).fit(views)  # the refit reads k-means labels
     N1 = smallest_cluster_neighbors(first.labels_, 3, 15)
-    assert set(est.n_neighbors_tried_) == {15, N1}
-    assert est.n_neighbors_ == min(est.n_neighbors_tried_, key=est.n_neighbors_tried_.get)
+    assert set(est.n_neighbors_tried_) == {15, N1} and est.n_neighbors_ == N1
+    y = np.repeat([0, 1, 2], [90, 90, 12])
+    assert adjusted_rand_score(y, est.labels_) > adjusted_rand_score(y, first.labels_)
     # the progress lines: the first fit's stages, the refit's (prefixed with its N), then the decision
     assert lines[0].startswith("graphs and embeddings: 2 views as Dask tasks (exact solver, N = 15, orders 1..2")
     assert lines[4] == f"a cluster of at most N = 15 samples found: refitting with N = {N1} (docs/defaults.md)"
     assert [line.split(":")[0] for line in lines[5:9]] == [f"  N = {N1}"] * 4
-    assert lines[-2].startswith(f"kept N = {est.n_neighbors_}: k-means distortion ") and len(lines) == 11
+    assert lines[-2].startswith(f"kept N = {N1}: mean normalized cut of the labels at N = 15 / {N1}: ")
+    assert len(lines) == 11
     assert lines[-1].startswith("label refinement: ")  # once, on the kept fit
     again = ONMSC(3, n_neighbors=est.n_neighbors_, refine=True, random_state=0).fit(views)
     assert again.n_neighbors_tried_ == {}
@@ -716,27 +719,27 @@ def test_default_neighbours_refit_for_small_clusters():
     seed = np.random.SeedSequence(0).generate_state(1)[0]
     early = ONMSC(3, fusion="early", random_state=0).fit(views)
     assert early.n_neighbors_ == est.n_neighbors_ and early.n_neighbors_tried_ == est.n_neighbors_tried_
-    best = min(est.n_neighbors_tried_.values())
-    assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(best)
+    assert distortion(est.embedding_, 3, np.random.default_rng(seed)) == pytest.approx(est.n_neighbors_tried_[N1])
 
 
-def test_refit_kept_only_when_significantly_tighter(monkeypatch):
-    """A refit whose read-out is tighter only within the noise of the per-sample k-means costs is not kept, although
-    its distortion (their mean) is lower; one tighter by a clear margin is."""
-    from onmsc_dask.selection import significantly_tighter
+def test_refit_kept_only_when_its_labels_cut_both_graphs_more_cleanly(monkeypatch):
+    """mean_normalized_cut is 0 for the components of a graph and grows as a partition cuts its edges; a refit whose
+    labels cut only its own graphs more cleanly, not the first fit's too, is not kept: the fit is the one with the
+    default N given explicitly."""
+    from onmsc_dask.assign import mean_normalized_cut
 
-    rng = np.random.default_rng(0)
-    reference = rng.uniform(0.1, 0.5, 192)  # one cost per sample of the views below
-    assert significantly_tighter(reference - 0.05, reference)
-    noisy = reference - 0.002 + rng.normal(0, 0.05, 192)
-    assert noisy.mean() < reference.mean() and not significantly_tighter(noisy, reference)
-    assert not significantly_tighter(reference, reference)
+    blocks = sp.block_diag([np.ones((3, 3)), np.ones((4, 4))]).tocsr()
+    assert mean_normalized_cut([blocks], np.repeat([0, 1], [3, 4]), 2) == 0
+    assert 0 < mean_normalized_cut([blocks], np.array([0, 0, 1, 1, 1, 1, 1]), 2) < mean_normalized_cut(
+        [blocks], np.array([0, 1, 0, 1, 0, 1, 0]), 2)
     views = _imbalanced_views(12, 2.0)
-    costs = iter([reference, noisy])  # the first fit's, then the refit's
-    monkeypatch.setattr(api, "sample_costs", lambda X, k, rng: next(costs))
+    assert ONMSC(3, random_state=0).fit(views).n_neighbors_ != 15  # the refit, kept on the real cuts
+    # cuts of the labels at N0, then at N1, on the graphs at N0, then at N1: cleaner on N1's graphs only
+    cuts = iter([0.10, 0.11, 0.05, 0.02])
+    monkeypatch.setattr(api, "mean_normalized_cut", lambda graphs, labels, k: next(cuts))
     est = ONMSC(3, random_state=0).fit(views)
     tried = est.n_neighbors_tried_
-    assert len(tried) == 2 and min(tried, key=tried.get) != 15 and est.n_neighbors_ == 15
+    assert len(tried) == 2 and est.n_neighbors_ == 15
     np.testing.assert_array_equal(est.labels_, ONMSC(3, n_neighbors=15, random_state=0).fit(views).labels_)
 
 
@@ -810,14 +813,15 @@ def test_repeated_fits_give_the_same_labels_on_any_blas_threads():
 
 def test_giant_cluster_refit_keeps_a_dominant_class():
     """A class of 200 samples next to two of 12 is a giant cluster too; at N = 30 it stays one, so that refit is not
-    kept and the small-cluster refit decides, between N = 15 and N = 6, by the distortion as without the rule."""
+    kept and the small-cluster refit decides between N = 15 and N = 6 as without the rule: both find the three
+    classes, the same cuts, so the first fit stays."""
     rng = np.random.default_rng(0)
     y = np.repeat([0, 1, 2], [200, 12, 12])
     centres = rng.standard_normal((3, 10)) * 2.5
     views = [centres[y] + rng.standard_normal((len(y), 10)), centres[y][:, ::-1] + rng.standard_normal((len(y), 10))]
     est = ONMSC(3, random_state=0).fit(views)
     assert set(est.n_neighbors_tried_) == {15, 30, 6}
-    assert est.n_neighbors_ == min((15, 6), key=est.n_neighbors_tried_.get)
+    assert est.n_neighbors_ == 15
     assert np.bincount(est.labels_).max() == 200
 
 
