@@ -246,7 +246,7 @@ def _standardized_euclidean():
 def _refit_below_2n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
     """graph.smallest_cluster_neighbors as it was until commit 0de2cdc: firing for a smallest cluster found below 2N
     (half its size below N), not only for one of at most N samples (the refit kept by today's criterion,
-    selection.significantly_tighter, not by the lower distortion of that commit)."""
+    the cuts of ONMSC._refit_for_cluster_sizes, not by the lower distortion of that commit)."""
     return int(min(n_neighbors, max(5, round(np.bincount(labels, minlength=n_clusters).min() / 2))))
 
 

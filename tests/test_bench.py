@@ -106,10 +106,28 @@ def test_quality_writes_json_and_its_block(tmp_path):
     assert len(cached) == 2 * 2 * len(quality.METHODS)
     for key in cached:
         cached[key]["acc"] = 0.5 if "|ONMSC defaults|" in key else cached[key]["acc"]
-    cache.write_text(json.dumps(cached))
+    stale = next(iter(cached)).rsplit("|", 1)[0] + "|an-older-hash"  # a fit of code that has changed since
+    cache.write_text(json.dumps({**cached, stale: {"acc": 1.0}}))
     assert quality.main([*args, "--sets", "Toy", "--results-md", str(md)]) == 0
+    assert json.loads(cache.read_text()) == cached
     (toy,) = json.loads(out.read_text())["results"]
     assert toy["methods"]["ONMSC defaults"]["acc_seeds"] == [0.5, 0.5] and md.read_text() == text
+
+def test_refit_criterion_compares_both_fits_on_both_graphs(tmp_path):
+    import refit_criterion
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _two_view_mat(data / "Toy.mat", 0)
+    out = tmp_path / "refit.json"
+    assert refit_criterion.main(["--data-dir", str(data), "--out", str(out)]) == 0
+    r = json.loads(out.read_text())["sets"]["Toy"]
+    assert r["N"][1] < r["N"][0] and np.shape(r["cuts"]) == (2, 2)
+    assert r["keeps"]["cut"] == int(all(c[1] < c[0] for c in r["cuts"]))
+    assert r["keeps"]["distortion"] == int(r["distortion"][1] < r["distortion"][0])
+    for name, kept in r["keeps"].items():
+        assert r["right"][name] == (r["acc"][kept] >= max(r["acc"]))
+
 
 def test_rules_leave_one_set_out_adopts_on_the_other_sets_only():
     """A variant is adopted for a held-out set when it raises the other sets' mean; the held-out set's change counts
