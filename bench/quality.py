@@ -250,7 +250,7 @@ def main(argv=None) -> int:
         stored = {} if not args.cache.exists() else json.loads(args.cache.read_text())
         # only fits of the code as it is now: a key is set|seed|method|hash
         current = {key: fit for key, fit in {**stored, **cache}.items()
-                   if key.split("|")[3] == hashes.get(key.split("|")[2])}
+                   if key.count("|") == 3 and key.rsplit("|", 1)[1] == hashes.get(key.split("|")[2])}
         args.cache.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
     record = summary(results)
     md = markdown(results, record)

@@ -41,7 +41,9 @@ def compare(views: list, y: np.ndarray, seed: int = 0) -> dict:
         N1 = smallest_cluster_neighbors(first.labels_, k, N0)  # the rule's N1 where it fires, else half N0
         fits = [first, ONMSC(k, n_neighbors=N1 if N1 != N0 else max(5, round(N0 / 2)), random_state=seed,
                              keep_intermediate=True).fit(views)]
-    graphs = [[g for g, kept in zip(f.view_graphs_, f.related_views_) if kept] for f in fits]
+    # related_views_ covers every input view, view_graphs_ the views not left out
+    graphs = [[g for g, kept in zip(f.view_graphs_, np.delete(f.related_views_, f.left_out_views_)) if kept]
+              for f in fits]
     cuts = [[mean_normalized_cut(g, f.labels_, k) for f in fits] for g in graphs]
     acc = [evaluate(y, f.labels_)["acc"] for f in fits]
     dist = [float(np.median([distortion(readout(f.embedding_, f.fusion_target_, k), k, np.random.default_rng(r))

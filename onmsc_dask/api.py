@@ -273,7 +273,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
     n_clusters : number of clusters k.
     n_neighbors : kNN graph neighbours N; ``None`` uses ``graph.default_n_neighbors(n, k)`` and, on kNN graphs,
         refits late fusion with half the smallest cluster found when that holds at most N samples, keeping it
-        if its H* is significantly tighter, and
+        if its labels cut the view graphs of both N more cleanly, and
         first, when one cluster found holds more than half the samples (k >= 3), with N doubled, keeping that
         refit if it has no such giant cluster (``n_neighbors_tried_``; early fusion uses the N this settles on;
         docs/defaults.md).
@@ -632,9 +632,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         refit with 2N, kept if it has none (a dominant class stays one cluster at 2N too). Then, unless that refit was
         kept, a cluster of at most N samples: refit with N from the smallest one (graph.smallest_cluster_neighbors),
         keeping the refit if its labels have a lower mean normalized cut (assign.mean_normalized_cut) than the first
-        fit's on the related views' graphs of both N. ``n_neighbors_tried_`` maps each N fitted to the k-means distortion of its
-        read-out (assign.readout; selection.distortion; empty when no refit was needed, None for a refit that failed
-        its input checks)."""
+        fit's on the related views' graphs of both N. ``n_neighbors_tried_`` maps each N fitted to the k-means
+        distortion of its read-out (assign.readout; selection.distortion; empty when no refit was needed, None for a
+        refit that failed its input checks)."""
         k, N0, n = self.n_clusters, self.n_neighbors_, len(self.labels_)
         t0, first_timings = time.perf_counter(), self.timings_
         seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for every score

@@ -86,11 +86,20 @@ def _products_and_degrees(graphs: Sequence[sp.spmatrix], anchor: bool, n: int) -
     return products, [product(np.ones((n, 1))).ravel() for product in products]
 
 
+def _checked_labels(labels: np.ndarray, k: int) -> np.ndarray:
+    """``labels`` as an int64 copy, checked to lie in 0..k-1."""
+    labels = np.array(labels, dtype=np.int64)
+    if labels.size and (labels.min() < 0 or labels.max() >= k):
+        raise ValueError(f"labels must lie in 0..{k - 1}, got {labels.min()}..{labels.max()}")
+    return labels
+
+
 def mean_normalized_cut(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int) -> float:
-    """Mean over the views and the k clusters of 1 - assoc_p(c, c) / vol_p(c), on kNN affinities: 1 - N / (v k), N
-    refine_labels' objective."""
+    """Mean over the views and the k clusters of 1 - assoc_p(c, c) / vol_p(c) (an empty cluster counts 1), on kNN
+    affinities: 1 - N / (v k), N refine_labels' objective."""
+    labels = _checked_labels(labels, n_clusters)
     products, degrees = _products_and_degrees(graphs, False, len(labels))
-    return 1 - _partition(products, degrees, np.asarray(labels), n_clusters).association / (len(graphs) * n_clusters)
+    return 1 - _partition(products, degrees, labels, n_clusters).association / (len(graphs) * n_clusters)
 
 
 def _distances(state: _Partition, volume: np.ndarray, degrees: list[np.ndarray]) -> np.ndarray:
@@ -118,9 +127,7 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
     Kulis 2004: kernels D_p^-1 A_p D_p^-1, weights D_p), kept while N increases and no cluster empties, until a step
     changes N by at most ``tol`` relatively (late fusion's stopping rule). ``graphs``: kNN affinities, or anchor
     matrices Z with ``anchor``. Returns int64 labels and N before and after each kept step (docs/defaults.md)."""
-    k, labels = n_clusters, np.array(labels, dtype=np.int64)
-    if labels.size and (labels.min() < 0 or labels.max() >= k):
-        raise ValueError(f"labels must lie in 0..{k - 1}, got {labels.min()}..{labels.max()}")
+    k, labels = n_clusters, _checked_labels(labels, n_clusters)
     products, degrees = _products_and_degrees(graphs, anchor, len(labels))
     state = _partition(products, degrees, labels, k)
     trace, rows = [state.association], np.arange(len(labels))

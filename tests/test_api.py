@@ -737,10 +737,16 @@ def test_refit_kept_only_when_its_labels_cut_both_graphs_more_cleanly(monkeypatc
     # cuts of the labels at N0, then at N1, on the graphs at N0, then at N1: cleaner on N1's graphs only
     cuts = iter([0.10, 0.11, 0.05, 0.02])
     monkeypatch.setattr(api, "mean_normalized_cut", lambda graphs, labels, k: next(cuts))
-    est = ONMSC(3, random_state=0).fit(views)
+    lines = []
+    est = ONMSC(3, random_state=0).fit(views, progress=lines.append)
     tried = est.n_neighbors_tried_
     assert len(tried) == 2 and est.n_neighbors_ == 15
+    N1 = min(tried)
+    assert lines[-1] == (f"kept N = 15: mean normalized cut of the labels at N = 15 / {N1}: 0.1000 / 0.1100 on the "
+                         f"graphs at N = 15, 0.0500 / 0.0200 on those at N = {N1}")
     np.testing.assert_array_equal(est.labels_, ONMSC(3, n_neighbors=15, random_state=0).fit(views).labels_)
+    with pytest.raises(ValueError, match="labels must lie in 0..1"):
+        mean_normalized_cut([blocks], np.array([0, 0, 1, 1, 1, 1, -1]), 2)
 
 
 def _imbalanced_views(small: int, spread: float, seed: int = 3) -> list[np.ndarray]:

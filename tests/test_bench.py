@@ -113,8 +113,15 @@ def test_quality_writes_json_and_its_block(tmp_path):
     (toy,) = json.loads(out.read_text())["results"]
     assert toy["methods"]["ONMSC defaults"]["acc_seeds"] == [0.5, 0.5] and md.read_text() == text
 
+
 def test_refit_criterion_compares_both_fits_on_both_graphs(tmp_path):
+    """bench/refit_criterion.py fits a set at its default N and a smaller one, and records both fits' ACC, the cuts
+    of both labelings on both fits' graphs, and what each criterion keeps."""
     import refit_criterion
+    from onmsc_dask import ONMSC
+    from onmsc_dask.assign import mean_normalized_cut
+    from onmsc_dask.io import load_mat
+    from onmsc_dask.metrics import evaluate
 
     data = tmp_path / "data"
     data.mkdir()
@@ -123,6 +130,12 @@ def test_refit_criterion_compares_both_fits_on_both_graphs(tmp_path):
     assert refit_criterion.main(["--data-dir", str(data), "--out", str(out)]) == 0
     r = json.loads(out.read_text())["sets"]["Toy"]
     assert r["N"][1] < r["N"][0] and np.shape(r["cuts"]) == (2, 2)
+    views, y = load_mat(data / "Toy.mat")
+    fits = [ONMSC(3, n_neighbors=N, random_state=0, keep_intermediate=True).fit(views) for N in r["N"]]
+    for g, fit in enumerate(fits):  # row g: the graphs of fit g; column l: the labels of fit l
+        for l, other in enumerate(fits):
+            assert r["cuts"][g][l] == pytest.approx(mean_normalized_cut(fit.view_graphs_, other.labels_, 3))
+        assert r["acc"][g] == pytest.approx(evaluate(y, fit.labels_)["acc"])
     assert r["keeps"]["cut"] == int(all(c[1] < c[0] for c in r["cuts"]))
     assert r["keeps"]["distortion"] == int(r["distortion"][1] < r["distortion"][0])
     for name, kept in r["keeps"].items():
