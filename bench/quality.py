@@ -199,6 +199,12 @@ def _git_state() -> dict:
     return {"commit": git("rev-parse", "HEAD"), "package_dirty": bool(status), "package_status": status}
 
 
+def _current(key: str, hashes: dict[str, str]) -> bool:
+    """Whether a cache key, set|seed|method|hash, is a fit of the code as it is now."""
+    parts = key.split("|")
+    return len(parts) == 4 and parts[3] == hashes.get(parts[2])
+
+
 def dataset_files(data_dir: Path, sets: list[str] | None = None) -> list[Path]:
     """The .mat files of `data_dir` (only ``sets`` when given), the target datasets first."""
     order = list(TARGETS)
@@ -248,9 +254,7 @@ def main(argv=None) -> int:
     finally:
         args.cache.parent.mkdir(parents=True, exist_ok=True)
         stored = {} if not args.cache.exists() else json.loads(args.cache.read_text())
-        # only fits of the code as it is now: a key is set|seed|method|hash
-        current = {key: fit for key, fit in {**stored, **cache}.items()
-                   if key.count("|") == 3 and key.rsplit("|", 1)[1] == hashes.get(key.split("|")[2])}
+        current = {key: fit for key, fit in {**stored, **cache}.items() if _current(key, hashes)}
         args.cache.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
     record = summary(results)
     md = markdown(results, record)

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from onmsc_dask import ONMSC
-from onmsc_dask.assign import assign_labels
+from onmsc_dask.assign import assign_labels, mean_normalized_cut
 from onmsc_dask.graph import build_graph, resolve_graph_inputs
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.spectral import anchor_embedding, exact_embedding, resolve_solver
@@ -40,19 +40,6 @@ from components import RUNS, load, parse_args  # noqa: E402
 from quality import _git_state  # noqa: E402
 
 SEEDS = (0, 1)
-
-
-def normalized_cut(graph: sp.csr_matrix, labels: np.ndarray, k: int, anchor: bool) -> float:
-    """Mean over the k clusters of 1 - assoc(C, C) / vol(C), on A or, for an anchor matrix Z, on A = Z Lambda^-1 Z^T
-    (whose degrees are 1)."""
-    L = sp.csr_matrix((np.ones(len(labels)), (np.arange(len(labels)), labels)), shape=(len(labels), k))
-    if anchor:
-        B = graph @ sp.diags(1 / np.sqrt(np.maximum(np.asarray(graph.sum(axis=0)).ravel(), 1e-300)))
-        within, volume = ((B.T @ L).toarray() ** 2).sum(axis=0), np.bincount(labels, minlength=k)
-    else:
-        within = (L.T @ graph @ L).diagonal()
-        volume = L.T @ np.asarray(graph.sum(axis=1)).ravel()
-    return float(np.mean(1 - within / np.maximum(volume, 1e-300)))
 
 
 def view_graphs(views: list, k: int, solver: str, seed: int) -> list:
@@ -79,7 +66,7 @@ def n_components_rules(views: list, y: np.ndarray, solver: str) -> list[dict]:
         labels = {c: ONMSC(k, embedding=solver, n_components=c, random_state=seed).fit(views).labels_
                   for c in range(k, 2 * k + 1)}
         acc = {c: evaluate(y, lab)["acc"] for c, lab in labels.items()}
-        cuts = {c: np.mean([normalized_cut(g, labels[c], k, solver == "anchor") for g in graphs]) for c in grid}
+        cuts = {c: mean_normalized_cut(graphs, labels[c], k, anchor=solver == "anchor") for c in grid}
         chosen = min(cuts, key=cuts.get)
         rows.append({"seed": seed, "acc": acc, "cut": cuts, "cut_rule_c": chosen, "cut_rule_acc": acc[chosen],
                      "consensus_acc": evaluate(y, consensus(list(labels.values()), k, seed))["acc"]})
@@ -107,7 +94,7 @@ def metric_by_cut(views: list, y: np.ndarray) -> dict:
             A = build_graph(data, "exact", n_neighbors=n_neighbors, metric=m, n_landmarks=0, n_nearest_landmarks=0,
                             random_state=0)[0]
             own = assign_labels(exact_embedding(A, k, 1, 0), k, random_state=0)[0]
-            cuts[name] = normalized_cut(A, own, k, anchor=False)
+            cuts[name] = mean_normalized_cut([A], own, k)
         pick = min(cuts, key=cuts.get)
         picks.append(pick)
         chosen_views.append(candidates[pick][0])

@@ -94,11 +94,12 @@ def _checked_labels(labels: np.ndarray, k: int) -> np.ndarray:
     return labels
 
 
-def mean_normalized_cut(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int) -> float:
-    """Mean over the views and the k clusters of 1 - assoc_p(c, c) / vol_p(c) (an empty cluster counts 1), on kNN
-    affinities: 1 - N / (v k), N refine_labels' objective."""
+def mean_normalized_cut(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int, *,
+                        anchor: bool = False) -> float:
+    """Mean over the views and the k clusters of 1 - assoc_p(c, c) / vol_p(c) (an empty cluster counts 1):
+    1 - N / (v k), N refine_labels' objective. ``graphs``: kNN affinities, or anchor matrices Z with ``anchor``."""
     labels = _checked_labels(labels, n_clusters)
-    products, degrees = _products_and_degrees(graphs, False, len(labels))
+    products, degrees = _products_and_degrees(graphs, anchor, len(labels))
     return 1 - _partition(products, degrees, labels, n_clusters).association / (len(graphs) * n_clusters)
 
 
