@@ -21,13 +21,17 @@ import re
 import shutil
 import uuid
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import dask
 import dask.array as da
+import dask.threaded
 import numpy as np
 import scipy.sparse as sp
 import zarr
+from dask.system import CPU_COUNT
 
 from .location import Location, location
 from .validation import (check_finite, check_int, check_same_rows, check_view_names, user_warning, view_label,
@@ -629,10 +633,24 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
     if isinstance(view, da.Array):
         blocks = view.astype(dtype).rechunk((chunk_rows, d))
         checked = blocks.map_blocks(lambda b, block_id: finite(b, block_id[0] * chunk_rows), dtype=dtype)
-        da.store(checked, array, lock=False)
+        _store(checked, array)
         return
     for start in range(0, n, chunk_rows):
         array[start : start + chunk_rows] = finite(view[start : start + chunk_rows].astype(dtype), start)
+
+
+def _store(source: da.Array, target: zarr.Array) -> None:
+    """da.store(source, target). On dask's threaded scheduler the blocks run in a pool of their own, which is shut
+    down before an error propagates: that scheduler raises a block's error at once while other blocks may still be
+    writing, and a write that ends after the caller removed the partial store would create it again."""
+    if dask.base.get_scheduler(collections=[source]) is not dask.threaded.get:
+        da.store(source, target, lock=False)
+        return
+    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or CPU_COUNT)
+    try:
+        da.store(source, target, lock=False, scheduler="threads", pool=pool)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _write_csr(group: zarr.Group, name: str, matrix: Any, dtype: np.dtype) -> zarr.Group:
