@@ -15,7 +15,7 @@ SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
 REPLICAS = 2
 
 
-def _client() -> Any:
+def active_client() -> Any:
     """The running distributed client when it is the active scheduler, else None."""
     from dask.base import get_scheduler
 
@@ -33,7 +33,7 @@ def persisted(tasks: list) -> list:
     (tasks take them as arguments), else their values."""
     import dask
 
-    client = _client()
+    client = active_client()
     return list(dask.compute(*tasks)) if client is None else client.compute(tasks)
 
 
@@ -42,7 +42,7 @@ def scattered(value: Any, broadcast: bool = False) -> Any:
     to REPLICAS of them), as a Future that tasks take as an argument; `value` itself when no distributed client is
     the active scheduler (the local schedulers share memory and serialise no graph). A list is scattered as a list
     of Futures, one per item."""
-    client = _client()
+    client = active_client()
     if client is None:
         return value
     future = client.scatter(value, broadcast=broadcast, hash=False)  # a fresh key: no release of an equal earlier one

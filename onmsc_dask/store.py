@@ -33,6 +33,7 @@ import scipy.sparse as sp
 import zarr
 from dask.system import CPU_COUNT
 
+from .cluster import active_client
 from .location import Location, location
 from .validation import (check_finite, check_int, check_same_rows, check_view_names, user_warning, view_label,
                          view_list)
@@ -640,9 +641,18 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
 
 
 def _store(source: da.Array, target: zarr.Array) -> None:
-    """da.store(source, target). On dask's threaded scheduler the blocks run in a pool of their own, which is shut
-    down before an error propagates: that scheduler raises a block's error at once while other blocks may still be
-    writing, and a write that ends after the caller removed the partial store would create it again."""
+    """da.store(source, target), returning or raising only once no block is writing any more. dask raises a block's
+    error at once while other blocks may still be writing, and a write that ends after the caller removed the
+    partial store would create it again. On a distributed client every block's task is waited for; on the threaded
+    scheduler the blocks run in a pool of their own, shut down before the error propagates."""
+    client = active_client()
+    if client is not None:
+        from distributed import futures_of, wait
+
+        futures = futures_of(client.persist(da.store(source, target, lock=False, compute=False)))
+        wait(futures)
+        client.gather(futures)  # raises the first failed block's error
+        return
     if dask.base.get_scheduler(collections=[source]) is not dask.threaded.get:
         da.store(source, target, lock=False)
         return

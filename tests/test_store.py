@@ -334,21 +334,34 @@ def _block_raising(rng, error: Exception) -> da.Array:
                            da.from_delayed(dask.delayed(fail)(), (N - 30, 2), np.float64)])
 
 
-def test_a_failing_block_leaves_no_partial_store_behind(tmp_path):
-    """dask's threaded scheduler raises a block's error while other blocks may still be writing: the write waits for
-    them, so the partial store it removes is not created again by a late block (it was, before)."""
+def _slow_block_or_failing_first(i: int) -> np.ndarray:
     import time
 
-    def block(i: int) -> np.ndarray:
-        if i == 0:
-            raise OSError("source file vanished")
-        time.sleep(0.3)  # still writing when block 0 fails
-        return np.ones((10, 2))
+    if i == 0:
+        raise OSError("source file vanished")
+    time.sleep(0.5)  # still writing when block 0 fails
+    return np.ones((10, 2))
 
-    view = da.concatenate([da.from_delayed(dask.delayed(block)(i), (10, 2), np.float64) for i in range(4)])
-    with pytest.raises(OSError, match="source file vanished"):
-        MultiViewStore.create(tmp_path / "new.zarr", [np.ones((40, 2)), view], chunk_rows=10)
-    time.sleep(0.5)  # a block written after the error would have recreated new.zarr.partial by now
+
+@pytest.mark.parametrize("scheduler", ["threads", "distributed"])
+def test_a_failing_block_leaves_no_partial_store_behind(tmp_path, scheduler):
+    """dask raises a block's error while other blocks may still be writing: the write waits for them, so the partial
+    store it removes is not created again by a late block (it was, before, on both schedulers)."""
+    import contextlib
+    import time
+
+    from distributed import Client, LocalCluster
+
+    view = da.concatenate([da.from_delayed(dask.delayed(_slow_block_or_failing_first)(i), (10, 2), np.float64)
+                           for i in range(6)])
+    with contextlib.ExitStack() as stack:
+        if scheduler == "distributed":
+            cluster = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
+                                                       dashboard_address=None))
+            stack.enter_context(Client(cluster))
+        with pytest.raises(OSError, match="source file vanished"):
+            MultiViewStore.create(tmp_path / "new.zarr", [np.ones((60, 2)), view], chunk_rows=10)
+        time.sleep(1.0)  # a block written after the error would have recreated new.zarr.partial by now
     assert list(tmp_path.iterdir()) == []
 
 
