@@ -50,7 +50,7 @@ def _inputs(views, view_names: Sequence[str] | None, storage_options: dict | Non
     """The views as given, not read: a MultiViewStore (also from a path or URL), or a list of views (an iterator is
     consumed; array-likes become numpy, dask arrays stay lazy); and their names (``view_names``, else a store's)."""
     from .location import Location
-    from .store import MultiViewStore
+    from .store import MultiViewStore, check_view_shapes
 
     if isinstance(views, (str, os.PathLike, Location)):
         views = MultiViewStore(views, storage_options)
@@ -61,7 +61,10 @@ def _inputs(views, view_names: Sequence[str] | None, storage_options: dict | Non
                 else np.asarray(X) for X in view_list(views)]
         names = None
     n_views = data.n_views if isinstance(data, MultiViewStore) else len(data)
-    return data, names if view_names is None else check_view_names(view_names, n_views)
+    names = names if view_names is None else check_view_names(view_names, n_views)
+    if not isinstance(data, MultiViewStore) and any(_lazy(X) for X in data):
+        check_view_shapes(data, names)  # from the metadata: unknown chunk sizes, dimensions, rows
+    return data, names
 
 
 def _lazy(X) -> bool:
@@ -112,11 +115,7 @@ def _load_on_workers(inputs, names: list[str] | None, n_clusters: int) -> tuple[
     """The views of a store, or dask arrays, each read and checked by one task and kept on the workers
     (cluster.persisted), what the client needs of each (_view_facts), and the positions of the informative ones
     (validation.keep_informative)."""
-    from .store import check_view_shapes
-
     store = hasattr(inputs, "read_view")
-    if not store:
-        check_view_shapes(inputs, names)
     sources = [inputs.location] * inputs.n_views if store else inputs
     loaded = persisted([dask.delayed(_load_view, pure=True)(X, p, names) for p, X in enumerate(sources)])
     facts = dask.compute(*[dask.delayed(_view_facts, pure=True)(X) for X in loaded])
@@ -446,10 +445,6 @@ class ONMSC(ClusterMixin, BaseEstimator):
             stored = hasattr(inputs, "read_view")
             lazy = stored or any(_lazy(X) for X in inputs)
             if anchor and lazy:  # read chunk by chunk by the chain's tasks, their values checked there
-                from .store import check_view_shapes
-
-                if not stored:
-                    check_view_shapes(inputs, names)
                 views, n_views = inputs, inputs.n_views if stored else len(inputs)
                 kept = list(range(n_views))
             elif lazy:  # kNN graphs: each view loaded and checked by a task on a worker

@@ -332,14 +332,15 @@ def usable_graphs(graphs: Sequence[sp.spmatrix], labels: Sequence[str], n_cluste
 
 
 def _identical_rows_note(X) -> str:
-    """For a kNN graph's error: a view of few distinct rows (binary, categorical, rounded) links a group of
-    identical samples larger than n_neighbors only to itself."""
+    """For a kNN graph's error: in a view of few distinct rows (binary, categorical, rounded) identical samples fill
+    each other's neighbour lists."""
     sizes = np.bincount(row_ids(X))
     if sizes.size == X.shape[0]:
         return ""
     return (f" (it has only {sizes.size} distinct rows among {X.shape[0]} samples, up to {sizes.max()} identical: "
-            "each group of identical rows larger than n_neighbors is linked only to itself; binary, categorical or "
-            "rounded features need n_neighbors above the largest group, or more distinguishing features)")
+            "identical rows fill each other's neighbour lists, so a group links to few other samples, and one larger "
+            "than n_neighbors only to itself; binary, categorical or rounded features need n_neighbors above the "
+            "largest group, or more distinguishing features)")
 
 
 def landmark_rows(n_samples: int, n_landmarks: int, sample_size: int, seed: int | None) -> np.ndarray:

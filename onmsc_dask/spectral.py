@@ -100,7 +100,11 @@ def _top_pairs(G, k: int, random_state: int | None) -> tuple[np.ndarray, np.ndar
     if eigensolver_cost(n, k)[0] == "dense" or k >= n - 1:  # ARPACK finds at most n - 2
         dense = G @ np.eye(n) if not isinstance(G, np.ndarray) else G
         dense = dense.toarray() if sp.issparse(dense) else np.asarray(dense)
-        vals, vecs = scipy.linalg.eigh((dense + dense.T) / 2, subset_by_index=[max(0, n - k), n - 1])
+        dense = (dense + dense.T) / 2
+        vals, vecs = scipy.linalg.eigh(dense, subset_by_index=[max(0, n - k), n - 1])
+        if len(vals) < min(k, n):  # LAPACK's syevr can return fewer near-tied pairs than asked (scipy #13913)
+            vals, vecs = scipy.linalg.eigh(dense, driver="evd")
+            vals, vecs = vals[n - min(k, n):], vecs[:, n - min(k, n):]
     else:
         known = piece_eigenvectors(G) if isinstance(G, NormalizedHighOrderAffinity) else np.zeros((n, 0))
         vals, vecs = np.ones(known.shape[1]), known

@@ -1005,3 +1005,14 @@ def test_top_level_names_load_on_first_use():
 
     with pytest.raises(AttributeError, match="has no attribute 'fit'"):
         onmsc_dask.fit
+
+
+@pytest.mark.parametrize("embedding", ["exact", "anchor"])
+def test_a_dask_view_of_unknown_chunk_sizes_is_named(two_views, embedding):
+    """A boolean-masked dask array has NaN chunk sizes: the fit used to fail with "cannot convert float NaN to
+    integer", naming no view."""
+    X, Y = two_views
+    masked = da.from_array(X, chunks=50)
+    masked = masked[masked[:, 0] > -np.inf]
+    with pytest.raises(ValueError, match=r"^view 1 \('b'\): has unknown chunk sizes; call compute_chunk_sizes\(\)"):
+        ONMSC(3, embedding=embedding).fit([Y, masked], view_names=["a", "b"])

@@ -199,6 +199,10 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
     bad[7, 3] = np.nan
     with pytest.raises(ValueError, match="view 2: contains NaN"):
         model.predict([new[0], new[1], bad])
+    masked = da.from_array(new[1], chunks=50)
+    masked = masked[masked[:, 0] > -np.inf]  # NaN chunk sizes: used to fail as "has nan rows, expected nan"
+    with pytest.raises(ValueError, match=r"view 1: has unknown chunk sizes; call compute_chunk_sizes\(\)"):
+        model.predict([new[0], masked, new[2]])
     with pytest.raises(NotFittedError):
         ONMSC(10).predict(new)
     early = ONMSC(10, fusion="early", n_init=2, random_state=0).fit([X[:200] for X in views])

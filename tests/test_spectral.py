@@ -412,3 +412,26 @@ def test_fix_signs_makes_the_first_entry_of_largest_magnitude_positive():
         expected = H * np.sign(H[first, np.arange(H.shape[1])])
         np.testing.assert_array_equal(fix_signs(H), expected)
     np.testing.assert_array_equal(fix_signs(np.array([[-2.0, 2.0], [2.0, -2.0]])), [[2.0, 2.0], [-2.0, -2.0]])
+
+
+def test_dense_eigensolver_that_returns_fewer_pairs_than_asked_is_redone_in_full(monkeypatch):
+    """LAPACK's syevr (scipy's driver for a subset of eigenpairs) can return fewer near-tied pairs than asked, with
+    some BLAS thread counts; top_eigenvectors then indexed past them (IndexError) instead of solving in full."""
+    import scipy.linalg
+
+    import onmsc_dask.spectral as spectral
+
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.normal(size=(60, 60)))[0]
+    G = Q @ np.diag(np.r_[np.ones(4), np.linspace(0.9, 0.1, 56)]) @ Q.T  # four tied top eigenvalues
+    expected_vals, expected_vecs = spectral.top_eigenvectors(G, 6)
+    eigh = scipy.linalg.eigh
+
+    def short_subset(a, **kwargs):
+        vals, vecs = eigh(a, **kwargs)
+        return (vals[2:], vecs[:, 2:]) if "subset_by_index" in kwargs else (vals, vecs)
+
+    monkeypatch.setattr(spectral.scipy.linalg, "eigh", short_subset)
+    vals, vecs = spectral.top_eigenvectors(G, 6)
+    np.testing.assert_allclose(vals, expected_vals, atol=1e-12)
+    np.testing.assert_allclose(vecs, expected_vecs, atol=1e-8)
