@@ -45,11 +45,19 @@ _VERSIONED = ("onmsc-dask", "numpy", "scipy", "scikit-learn", "dask", "distribut
 
 def positive_int(text: str, minimum: int = 1, maximum: int | None = None) -> int:
     """argparse type: an integer >= ``minimum`` (and <= ``maximum``)."""
-    value = int(text)
+    bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer {bound}, got {text!r}") from None
     if value < minimum or (maximum is not None and value > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise argparse.ArgumentTypeError(f"must be an integer {bound}, got {value}")
     return value
+
+
+def cluster_count(text: str) -> int:
+    """argparse type: k, an integer >= 2."""
+    return positive_int(text, minimum=2)
 
 
 def out_dir(text: str) -> Path:
@@ -114,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="JSON object of fsspec options (credentials, client_kwargs) for a --data URL")
     run.add_argument("--out", type=out_dir, required=True, help="output directory (created if missing)")
     run.add_argument("--scheduler", help="address of a running Dask scheduler (default: start a LocalCluster)")
-    run.add_argument("--n-clusters", type=positive_int, help="k (default: number of distinct labels)")
+    run.add_argument("--n-clusters", type=cluster_count, help="k (default: number of distinct labels)")
     run.add_argument("--embedding", default="auto", choices=("auto", "exact", "anchor", "nystrom"),
                      help="spectral embedding solver (default: auto)")
     run.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
@@ -244,8 +252,13 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         if itself:
             log(f"using {store_path}")
             return store, source, k, None
-        if previous is not None:  # the same command again: resume after its last finished stage
-            log(f"resuming: {store_path} holds this input (finished stages: {_finished(previous)})")
+        if previous is not None:  # the same command again: an anchor run resumes after its last finished stage
+            from .spectral import resolve_solver
+
+            if resolve_solver(args.embedding, store.n_samples) == "anchor":
+                log(f"resuming: {store_path} holds this input (finished stages: {_finished(previous)})")
+            else:
+                log(f"reusing {store_path}: it holds this input; an in-memory run computes every stage again")
             return previous, source, k, given
         _replacing(store_path, log)
         log(f"copying {given} to {store_path}")
@@ -436,7 +449,9 @@ def connect(address: str, timeout: float = SCHEDULER_TIMEOUT) -> Any:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception's message on one line (distributed's span several)."""
+    """An exception's message on one line (distributed's span several); an OSError of a file as "FILE: reason"."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror[0].lower()}{exc.strerror[1:]}"
     return " ".join(str(exc).split()) or type(exc).__name__
 
 

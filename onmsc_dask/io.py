@@ -26,7 +26,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from .store import MultiViewStore, as_labels
-from .validation import user_warning
+from .validation import check_same_rows, user_warning
 
 __all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files", "load_csv"]
 
@@ -443,7 +443,8 @@ def load_view_files(
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     views = [_as_view(_read_view_file(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
-    views = _check_rows(views, ", ".join(map(str, paths)))
+    stems = [Path(p).stem for p in paths]
+    views = _check_rows(views, ", ".join(map(str, paths)), stems if len(set(stems)) == len(stems) else None)
     return views, None if y_path is None else as_labels(_read_view_file(Path(y_path)), len(views[0]),
                                                          name=str(y_path))
 
@@ -538,9 +539,10 @@ def _read_csv(path: Path) -> np.ndarray:
 VIEW_FILE_READERS = {".csv": _read_csv, ".npy": _read_npy}
 
 
-def _check_rows(views: list[View], source: Any) -> list[View]:
-    """`views`, checked to have as many rows as view 0."""
-    for p, view in enumerate(views):
-        if view.shape[0] != views[0].shape[0]:
-            raise ValueError(f"{source}: view {p}: has {view.shape[0]} rows, expected {views[0].shape[0]} like view 0")
+def _check_rows(views: list[View], source: Any, names: list[str] | None = None) -> list[View]:
+    """`views`, checked to have as many rows as view 0 (validation.check_same_rows, the error prefixed by `source`)."""
+    try:
+        check_same_rows([view.shape[0] for view in views], names)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
     return views

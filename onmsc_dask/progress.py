@@ -48,7 +48,7 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         with self._lock:
-            self._stage, self._stage_start = message.strip().split(":")[0].rstrip(". ")[:70], time.perf_counter()
+            self._stage, self._stage_start = message.strip().split(": ")[0].rstrip(". ")[:70], time.perf_counter()
             self._before, self._reported = dict(self._seen), None
         self._print(message)
 

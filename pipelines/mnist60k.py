@@ -44,7 +44,7 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import connect, one_line, positive_int, quiet_client_log, seed_arg
+from onmsc_dask.cli import cluster_count, connect, one_line, positive_int, quiet_client_log, seed_arg
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_splits
 from onmsc_dask.progress import Progress
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="LocalCluster workers as processes (default: threads of this process, which start "
                              "faster and pickle nothing)")
     parser.add_argument("--memory-limit", help=f"memory per worker process, with --processes (default: {MEMORY_LIMIT})")
-    parser.add_argument("--n-clusters", type=positive_int, help="k (default: the number of distinct labels)")
+    parser.add_argument("--n-clusters", type=cluster_count, help="k (default: the number of distinct labels)")
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
     parser.add_argument("--n-components", type=positive_int,

@@ -326,9 +326,26 @@ def test_negative_seed_is_a_usage_error_before_any_output(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("given, shown", [("x", "'x'"), ("2.5", "'2.5'"), ("-2", "-2"), ("1", "1")])
+def test_n_clusters_must_be_an_integer_of_at_least_2(tmp_path, capsys, given, shown):
+    """'x' used to print "invalid positive_int value: 'x'", and -2 "must be an integer >= 1" although 1 then failed."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--dataset", "digits", "--out", str(tmp_path / "out"), "--n-clusters", given])
+    assert exit_info.value.code == 2
+    assert f"argument --n-clusters: must be an integer >= 2, got {shown}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_file_exits_2(tmp_path, capsys):
-    assert main(["run", "--data", str(tmp_path / "nope.npz"), "--out", str(tmp_path / "out")]) == 2
-    assert "nope.npz" in capsys.readouterr().err
+    """Each missing input gets "FILE: no such file or directory"; a missing view or labels file of several used to
+    print Python's "[Errno 2] No such file or directory: 'FILE'"."""
+    np.save(tmp_path / "a.npy", np.ones((5, 2)))
+    for args, missing in [(["--data", "nope.npz"], "nope.npz"), (["--data", "a.npy", "gone/b.npy"], "gone/b.npy"),
+                          (["--data", "a.npy", "--labels", "y.npy", "--n-clusters", "2"], "y.npy")]:
+        args = [str(tmp_path / a) if a.endswith(".npz") or a.endswith(".npy") else a for a in args]
+        assert main(["run", *args, "--out", str(tmp_path / "out")]) == 2
+        assert capsys.readouterr().err.strip() == f"onmsc-dask: error: {tmp_path / missing}: no such file or directory"
+    assert not (tmp_path / "out").exists()
 
 
 def test_csv_views_with_labels_file(tmp_path, scheduler, capsys):
@@ -547,3 +564,20 @@ def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
                                   "after the last of them")
     local = build_parser().parse_args(["run", "--out", str(tmp_path / "out")])
     assert _resume_hint(local) == "nothing was kept; run the same command again"
+
+
+def test_the_same_in_memory_command_again_says_it_recomputes(tmp_path, scheduler, capsys):
+    """It used to log "resuming: ... (finished stages: onmsc, view_embeddings, view_graphs)" and then compute every
+    stage again, as in-memory runs do (only the anchor chain resumes)."""
+    views, _ = _blobs()
+    np.savez(tmp_path / "feat.npz", view0=views[0], view1=views[1])
+    command = ["run", "--data", str(tmp_path / "feat.npz"), "--n-clusters", "3", "--out", str(tmp_path / "run"),
+               "--scheduler", scheduler]
+    assert main(command) == 0
+    first = np.load(tmp_path / "run" / "labels.npy")
+    capsys.readouterr()
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert f"reusing {tmp_path / 'run' / 'views.zarr'}: it holds this input; an in-memory run computes every stage " \
+           "again" in err and "resuming" not in err
+    np.testing.assert_array_equal(np.load(tmp_path / "run" / "labels.npy"), first)

@@ -352,7 +352,7 @@ def test_load_view_files_errors(tmp_path):
     (tmp_path / "c.csv").write_text("1,2\n3,4\n5,6\n")
     with pytest.raises(ValueError, match=r"b\.csv.*not a numeric CSV"):
         load_view_files([tmp_path / "a.csv", tmp_path / "b.csv"])
-    with pytest.raises(ValueError, match="view 1: has 3 rows, expected 2"):
+    with pytest.raises(ValueError, match=r"view 1 \('c'\): has 3 rows, expected 2 like view 0 \('a'\)"):
         load_view_files([tmp_path / "a.csv", tmp_path / "c.csv"])
 
 
@@ -517,7 +517,8 @@ def test_load_view_files_npy_errors_name_the_file(tmp_path):
         (["text.npy"], None, "text.npy: not a .npy file (no .npy header: it starts with b'1.0000')"),
         (["archive.npy"], None, "archive.npy: not a .npy file (no .npy header: a zip archive, as .npz files are)"),
         (["vector.npy"], None, "vector.npy: view 0: has shape (5,), expected a non-empty 2-D matrix"),
-        (["ok.npy", "short.npy"], None, "view 1: has 4 rows, expected 5 like view 0"),
+        (["ok.npy", "short.npy"], None, "view 1 ('short'): has 4 rows, expected 5 like view 0 ('ok') (every view must "
+                                        "describe the same samples; check for transposed views)"),
         (["words.npy"], None, "words.npy: view 0: is not a numeric matrix"),
         (["ok.npy"], "y.txt", "y.txt: unsupported format '.txt' for a view or labels file"),
     ):

@@ -32,7 +32,7 @@ def test_task_progress_and_heartbeat(client, monkeypatch):
         log("stage one: sleeping tasks")
         dask.compute(*[dask.delayed(slow)(i) for i in range(8)])
         log.client = None
-        log("stage two: no tasks")
+        log("stage two at tcp://127.0.0.1:8786: no tasks")  # the label used to end at "tcp"
         time.sleep(3.5)
     lines = out.getvalue().splitlines()
     tasks = [tuple(map(int, m.groups())) for m in (re.search(r"since: stage one; tasks (\d+)/(\d+) done", x)
@@ -40,7 +40,7 @@ def test_task_progress_and_heartbeat(client, monkeypatch):
     assert tasks and all(total == 8 for _, total in tasks) and 0 < tasks[-1][0] <= 8
     assert [done for done, _ in tasks] == sorted(done for done, _ in tasks)
     assert any("est." in x and "s left" in x for x in lines if "stage one" in x)
-    beats = [x for x in lines if re.search(r"\.\.\. \d+ s since: stage two$", x)]
+    beats = [x for x in lines if re.search(r"\.\.\. \d+ s since: stage two at tcp://127\.0\.0\.1:8786$", x)]
     assert len(beats) >= 1, lines
 
 
