@@ -358,6 +358,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         H_p^(o) (v, O, n, width), F (n, width) and graph per view, CSR: the kNN affinity A_p of Eq. 1 (n x n), or
         for ``anchor`` the anchor matrix Z (n x m).
     n_features_in_ : the number of features of each view.
+    view_names_ : the names the fit's messages gave the views (``view_names``, or a store's), else None; predict's
+        and transform's messages use them too.
     extension_ : what predict and transform use (extend.Extension: per view landmarks and m x width maps); None for
         early fusion, or a kNN fit with too few samples for its landmarks.
     timings_ : seconds per step (anchor solver: per stage of the chain).
@@ -438,6 +440,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         loaded = None  # views loaded on the workers (_load_on_workers)
         try:
             inputs, names = _inputs(views, view_names, storage_options)
+            input_names = names
             anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
             if self.cache is not None and not anchor:
                 raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
@@ -483,6 +486,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 self._finish_fit()
             self._expand_to_input_views(np.array(kept), n_views)
             self.n_features_in_ = _n_features(inputs)  # of every input view, once they are known valid
+            self.view_names_ = input_names
         except BaseException:
             self._clear_fitted()  # a failed fit leaves no fitted attributes behind
             raise
@@ -869,7 +873,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if getattr(self, "extension_", None) is None:
             raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
                              "landmarks per view (n_landmarks); this model has no extension to new samples")
-        return apply(self.extension_, views, method, list(self.n_features_in_), storage_options=storage_options)
+        return apply(self.extension_, views, method, list(self.n_features_in_), getattr(self, "view_names_", None),
+                     storage_options)
 
     def __sklearn_tags__(self):
         from sklearn.utils import TransformerTags

@@ -13,6 +13,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -211,10 +212,11 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
     return views
 
 
-def _block(ext: Extension, method: str, *blocks) -> np.ndarray:
-    """``method`` ("predict" or "transform") of row blocks of every view, after checking they are finite."""
+def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None) -> np.ndarray:
+    """``method`` ("predict" or "transform") of row blocks of every view, after checking they are finite (errors
+    name the views by ``names``)."""
     for p, X in enumerate(blocks):
-        check_finite(X, view_label(p))
+        check_finite(X, view_label(p, names))
     return getattr(ext, method)(list(blocks))
 
 
@@ -257,7 +259,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = [X.rechunk((rows, -1)) for X in views]
         kwargs = dict(drop_axis=1, dtype=np.int64) if method == "predict" else dict(chunks=(rows, (width,)),
                                                                                      dtype=np.float64)
-        return da.map_blocks(_block, scattered(ext, broadcast=True), method, *views,
+        return da.map_blocks(partial(_block, names=names), scattered(ext, broadcast=True), method, *views,
                              meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
     n, threads = views[0].shape[0], _threads()
     if not n:
@@ -265,7 +267,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
     # one thread per core, each with a one-thread BLAS: the landmark search's GEMM and the rest of each block (argmin,
     # distances, sparse products) run in parallel, with less CPU than one BLAS spread over the cores
     with _BLAS_LIMIT, threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
-        return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views)),
+        return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views), names=names),
                                             _row_blocks(n, threads))))
 
 

@@ -111,7 +111,7 @@ def test_numpy_row_blocks_run_with_a_one_thread_blas(anchor_fit, monkeypatch):
     model, views, _ = anchor_fit
     blas = lambda: [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]  # noqa: E731
     before, seen, block = blas(), [], extend._block
-    monkeypatch.setattr(extend, "_block", lambda *a: seen.append(blas()) or block(*a))
+    monkeypatch.setattr(extend, "_block", lambda *a, **kw: seen.append(blas()) or block(*a, **kw))
     model.predict([X[600:] for X in views])
     assert seen and all(threads == [1] * len(before) for threads in seen) and blas() == before
 
@@ -275,3 +275,25 @@ def test_a_view_left_out_of_the_fit_is_taken_and_checked_not_used():
     new[1][7, 2] = np.nan
     with pytest.raises(ValueError, match="view 1: contains NaN"):
         model.predict(new)
+
+
+def test_predict_errors_name_the_views_as_the_fit_did():
+    """The fit's view_names are kept (view_names_): predict's errors used to say "view 1:" where the fit's said
+    "view 1 ('shape'):"."""
+    rng = np.random.default_rng(0)
+    views = [rng.normal(size=(300, 5)), rng.normal(size=(300, 4))]
+    model = ONMSC(3, random_state=0).fit(views, view_names=["colour", "shape"])
+    assert model.view_names_ == ["colour", "shape"] and ONMSC(3, random_state=0).fit(views).view_names_ is None
+    bad = views[1].copy()
+    bad[3, 1] = np.nan
+    for new in ([views[0], bad], [da.from_array(views[0], chunks=100), da.from_array(bad, chunks=100)]):
+        with pytest.raises(ValueError, match=r"^view 1 \('shape'\): contains NaN values \(e\.g\. in rows \[3\]\)"):
+            np.asarray(model.predict(new))
+    with pytest.raises(ValueError, match=r"^view 1 \('shape'\): has shape \(300, 3\), expected \(n, 4\)"):
+        model.predict([views[0], views[1][:, :3]])
+    with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant"):
+        kept = ONMSC(3, random_state=0).fit([views[0], np.ones((300, 2)), views[1]],
+                                            view_names=["colour", "flat", "shape"])
+    assert kept.view_names_ == ["colour", "flat", "shape"]  # of the input views, the left-out one too
+    with pytest.raises(ValueError, match=r"^view 2 \('shape'\): contains NaN values"):
+        kept.predict([views[0], np.ones((300, 2)), bad])
