@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group()
     source.add_argument("--data", type=data_arg, nargs="+",
                         help="a .mat or .npz file, a .zarr store (a path, or an fsspec URL such as "
-                             "s3://bucket/x.zarr), an MNIST IDX directory, or .csv / .npy files (one per view)")
+                             "s3://bucket/x.zarr), an MNIST IDX directory, or .csv / .npy / scipy.sparse .npz files (one "
+                             "per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
     run.add_argument("--view-names", nargs="+", metavar="NAME",
                      help="names of the views, in order (default: the file names of one file per view, else view0, "
@@ -184,9 +185,11 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
 
 def _is_view_file(path: Path) -> bool:
     """Whether a --data path holds one view (io.load_view_files), with labels from --labels."""
-    from .io import VIEW_FILE_READERS
+    from .io import VIEW_FILE_READERS, is_sparse_npz
 
-    return isinstance(path, Path) and path.suffix.lower() in VIEW_FILE_READERS
+    if not isinstance(path, Path) or path.suffix.lower() not in VIEW_FILE_READERS:
+        return False
+    return path.suffix.lower() != ".npz" or not path.exists() or is_sparse_npz(path)  # else several views
 
 
 def _check_data(args: argparse.Namespace) -> None:
@@ -195,10 +198,10 @@ def _check_data(args: argparse.Namespace) -> None:
     data = args.data or []
     view_files = [p for p in data if _is_view_file(p)]
     if args.labels is not None and (not data or len(view_files) != len(data)):
-        raise ValueError("--labels goes with .csv / .npy views; .mat, .npz, store and IDX inputs carry their own "
-                         "labels")
+        raise ValueError("--labels goes with .csv / .npy / scipy.sparse .npz views; .mat, multi-view .npz, store and "
+                         "IDX inputs carry their own labels")
     if len(data) > 1 and len(view_files) != len(data):
-        raise ValueError("several --data paths must all be .csv or .npy files, one view each")
+        raise ValueError("several --data paths must all be .csv, .npy or scipy.sparse .npz files, one view each")
 
 
 def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:

@@ -73,7 +73,7 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
             )
         images, labels = load_mnist_dir(path, "train" if "train" in splits else "t10k")
         return [images.reshape(len(images), -1).astype(np.float64)], labels
-    readers = {".mat": load_mat, ".npz": load_npz, **dict.fromkeys(VIEW_FILE_READERS, load_view_files)}
+    readers = {**dict.fromkeys(VIEW_FILE_READERS, load_view_files), ".mat": load_mat, ".npz": load_npz}
     if path.suffix.lower() not in readers:
         raise ValueError(
             f"{path}: unsupported format {path.suffix!r}; expected .mat, .npz, .npy, .csv, "
@@ -392,12 +392,15 @@ def _mnist_files(directory: Path) -> dict[tuple[str, str], Path]:
 
 def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     """Views from arrays named view0, view1, ... (or X0 / X_0 ...; without those, arr_0, arr_1, ... as
-    ``np.savez(f, X0, X1)`` names them) and optional labels y (or another of the .mat label names).
+    ``np.savez(f, X0, X1)`` names them) and optional labels y (or another of the .mat label names); or the one
+    sparse view of a ``scipy.sparse.save_npz`` file.
 
     With labels, views stored transposed (d×n) are turned to n×d as in :func:`load_mat`; without, rows are
     samples (numpy's convention: no guess). Object arrays are refused, since reading them runs pickle.
     """
     path = Path(path)
+    if is_sparse_npz(path):
+        return [_as_view(_read_sparse_npz(path), 0, path)], None
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
@@ -433,7 +436,7 @@ def load_view_files(
     paths: PathLike | Sequence[PathLike], y_path: PathLike | None = None
 ) -> tuple[list[View], np.ndarray | None]:
     """Views from files, one per view, and labels from `y_path`: each file a numeric .npy array (n×d; read without
-    pickle) or a numeric comma-separated UTF-8 .csv file.
+    pickle), a ``scipy.sparse.save_npz`` matrix (a view) or a numeric comma-separated UTF-8 .csv file.
 
     A .csv's first row is a header, and skipped, when it has a text field, or is consecutive integers a, a+1, ...
     (pandas' names 0, 1, ..., d-1 for unnamed columns, or years) after an index column's empty name, or with d >= 3
@@ -460,6 +463,27 @@ def _read_view_file(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: unsupported format {path.suffix!r} for a view or labels file; expected "
                          f"{' or '.join(VIEW_FILE_READERS)}")
     return reader(path)
+
+
+def is_sparse_npz(path: PathLike) -> bool:
+    """Whether ``path`` is a ``scipy.sparse.save_npz`` file (an .npz holding its ``format`` entry)."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return isinstance(npz, np.lib.npyio.NpzFile) and "format" in npz.files and "shape" in npz.files
+    except Exception:  # noqa: BLE001 - not a readable .npz: load_npz's reader names the problem
+        return False
+
+
+def _read_sparse_npz(path: Path) -> sp.csr_matrix:
+    """The matrix of a ``scipy.sparse.save_npz`` file (one view)."""
+    path.stat()  # a missing file raises its OSError
+    if not is_sparse_npz(path):
+        raise ValueError(f"{path}: not a scipy.sparse.save_npz matrix; an .npz of several views (np.savez) is "
+                         "the only --data path")
+    try:
+        return sp.load_npz(path)
+    except Exception as exc:  # scipy raises several types on damaged files
+        raise _numpy_read_error(path, exc, "a scipy.sparse .npz matrix") from exc
 
 
 def _read_npy(path: Path) -> np.ndarray:
@@ -536,7 +560,7 @@ def _read_csv(path: Path) -> np.ndarray:
 
 
 #: the formats of one-view files (load_view_files, the CLI's --data / --labels files) and their readers
-VIEW_FILE_READERS = {".csv": _read_csv, ".npy": _read_npy}
+VIEW_FILE_READERS = {".csv": _read_csv, ".npy": _read_npy, ".npz": _read_sparse_npz}
 
 
 def _check_rows(views: list[View], source: Any, names: list[str] | None = None) -> list[View]:

@@ -371,7 +371,8 @@ def test_csv_views_with_labels_file(tmp_path, scheduler, capsys):
     store = MultiViewStore.create(tmp_path / "s.zarr", views, y)
     for args, message in ((["--data", str(npz), "--labels", str(tmp_path / "y.csv")], "--labels goes with .csv"),
                           (["--data", str(store.path), "--labels", str(tmp_path / "y.csv")], "--labels goes with"),
-                          (["--data", str(npz), str(paths[0])], "several --data paths must all be .csv or .npy")):
+                          (["--data", str(npz), str(paths[0])],
+                           "several --data paths must all be .csv, .npy or scipy.sparse .npz")):
         assert main(["run", *args, "--out", str(tmp_path / "bad")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "bad").exists()
 
@@ -393,6 +394,27 @@ def test_npy_views_with_npy_labels(tmp_path, scheduler):
     store = MultiViewStore(out / "views.zarr")
     np.testing.assert_array_equal(store.labels, y)
     np.testing.assert_array_equal(store.read_view(0), views[0])
+
+
+def test_sparse_npz_views(tmp_path, scheduler):
+    """A scipy.sparse.save_npz file is a view, alone or next to other view files (it used to be refused as an .npz
+    without view0, view1, ...); it is stored sparse."""
+    views, y = _blobs()
+    words = sp.csr_matrix(np.maximum(views[1], 0).round())
+    sp.save_npz(tmp_path / "words.npz", words)
+    np.save(tmp_path / "shape.npy", views[0])
+    np.save(tmp_path / "y.npy", y)
+    out = tmp_path / "run"
+    assert main(["run", "--data", str(tmp_path / "shape.npy"), str(tmp_path / "words.npz"), "--labels",
+                 str(tmp_path / "y.npy"), "--out", str(out), "--scheduler", scheduler]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["dataset"]["view_names"] == ["shape", "words"] and report["metrics"]["acc"] > 0.95
+    store = MultiViewStore(out / "views.zarr")
+    assert store.is_sparse(1) and (store.read_view(1) != words).nnz == 0
+    alone = tmp_path / "alone"
+    assert main(["run", "--data", str(tmp_path / "words.npz"), "--n-clusters", "3", "--out", str(alone),
+                 "--scheduler", scheduler]) == 0
+    assert MultiViewStore(alone / "views.zarr").is_sparse(0)
 
 
 def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, scheduler, capsys):

@@ -616,3 +616,19 @@ def test_square_view_whose_orientation_cannot_be_told_warns(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_npz(tmp_path / "k.npz")
+
+
+def test_scipy_sparse_npz_is_one_view(tmp_path):
+    """load and load_view_files read a scipy.sparse.save_npz file as one sparse view; as a view file, an .npz of
+    several views is named as such."""
+    X = sp.random(20, 7, density=0.3, random_state=0, format="csr")
+    sp.save_npz(tmp_path / "words.npz", X)
+    views, y = load(tmp_path / "words.npz")
+    assert y is None and len(views) == 1 and sp.issparse(views[0]) and (views[0] != X).nnz == 0
+    views, _ = load_view_files([tmp_path / "words.npz", tmp_path / "words.npz"])
+    assert len(views) == 2 and all(sp.issparse(v) for v in views)
+    np.savez(tmp_path / "multi.npz", view0=np.ones((20, 2)), view1=np.ones((20, 3)))
+    with pytest.raises(ValueError, match=r"multi\.npz: not a scipy\.sparse\.save_npz matrix; an \.npz of several"):
+        load_view_files([tmp_path / "words.npz", tmp_path / "multi.npz"])
+    with pytest.raises(FileNotFoundError):
+        load_view_files([tmp_path / "gone.npz"])
