@@ -451,6 +451,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 views, n_views = inputs, inputs.n_views if stored else len(inputs)
                 kept = list(range(n_views))
             elif lazy:  # kNN graphs: each view loaded and checked by a task on a worker
+                report(f"reading the views: one Dask task per view{' (from the store)' * stored}")
                 loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
                 n_views = len(loaded)
             else:

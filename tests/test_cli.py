@@ -85,8 +85,10 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     csv = np.loadtxt(tmp_path / "labels.csv", delimiter=",", skiprows=1, dtype=np.int64)
     assert (tmp_path / "labels.csv").read_text().startswith("sample,cluster\n")
     np.testing.assert_array_equal(csv, np.column_stack([np.arange(1797), np.load(tmp_path / "labels.npy")]))
-    order = ["] starting a local Dask cluster of 2 worker processes", "] Dask dashboard: http://", "graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders "
-             "1..2, width 10)", "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
+    order = ["] starting a local Dask cluster of 2 worker processes", "] Dask dashboard: http://",
+             "]   reading the views: one Dask task per view (from the store)",
+             "graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders 1..2, width 10)",
+             "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
              "] writing the results to the store", "report.json, report.html, convergence.png"]
     positions = [err.err.find(line) for line in order]
     assert -1 not in positions and positions == sorted(positions), err.err
