@@ -166,13 +166,19 @@ def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, 
     return check_n_clusters(args.n_clusters or len(np.unique(y)), n_samples)
 
 
+def _solver(args: argparse.Namespace, n_samples: int) -> str:
+    """The solver the run's fit uses: --embedding, with auto resolved from n (only "anchor" runs resume)."""
+    from .spectral import resolve_solver
+
+    return resolve_solver(args.embedding, n_samples)
+
+
 def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int) -> None:
     """The parameters that depend on n and k, checked before anything is written."""
-    from .spectral import resolve_solver
     from .validation import check_landmarks, check_n_components, check_n_neighbors
 
     width = check_n_components(args.n_components, n_clusters, n_samples)
-    solver = resolve_solver(args.embedding, n_samples)
+    solver = _solver(args, n_samples)
     if args.n_neighbors is not None and solver != "anchor":
         check_n_neighbors(args.n_neighbors, n_samples)
     if solver != "exact":
@@ -185,11 +191,11 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
 
 def _is_view_file(path: Path) -> bool:
     """Whether a --data path holds one view (io.load_view_files), with labels from --labels."""
-    from .io import VIEW_FILE_READERS, is_sparse_npz
+    from .io import VIEW_FILE_READERS, npz_kind
 
     if not isinstance(path, Path) or path.suffix.lower() not in VIEW_FILE_READERS:
         return False
-    return path.suffix.lower() != ".npz" or not path.exists() or is_sparse_npz(path)  # else several views
+    return path.suffix.lower() != ".npz" or npz_kind(path) != "views"  # a damaged one: the view reader's error
 
 
 def _check_data(args: argparse.Namespace) -> None:
@@ -206,16 +212,17 @@ def _check_data(args: argparse.Namespace) -> None:
 
 def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
     """Views, labels, view names and a description of ``--data`` (not a store) or ``--dataset``."""
-    from .io import load, load_view_files
+    from .io import load, load_view_files, view_file_names
 
     data = args.data or []
     if not data:
         name = args.dataset or "digits"
         return *DATASETS[name](), name
     if _is_view_file(data[0]):  # all of them (_check_data)
-        views, y = load_view_files(data, args.labels)
-        stems = [p.stem for p in data]
-        return views, y, stems if len(set(stems)) == len(stems) else None, ", ".join(map(str, data))
+        names = view_file_names(data)
+        given = args.view_names is not None and len(args.view_names) == len(data)  # else _open_store's error
+        views, y = load_view_files(data, args.labels, list(args.view_names) if given else names)
+        return views, y, names, ", ".join(map(str, data))
     return *load(data[0]), None, str(data[0])
 
 
@@ -256,9 +263,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
             log(f"using {store_path}")
             return store, source, k, None
         if previous is not None:  # the same command again: an anchor run resumes after its last finished stage
-            from .spectral import resolve_solver
-
-            if resolve_solver(args.embedding, store.n_samples) == "anchor":
+            if _solver(args, store.n_samples) == "anchor":
                 log(f"resuming: {store_path} holds this input (finished stages: {_finished(previous)})")
             else:
                 log(f"reusing {store_path}: it holds this input; an in-memory run computes every stage again")
@@ -365,10 +370,9 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     otherwise the views read whole."""
     from .api import ONMSC
     from .graph import BRUTE_FORCE_MAX_SAMPLES
-    from .spectral import resolve_solver
     from .warmup import CACHED_SECONDS, COMPILE_SECONDS, warm_up
 
-    anchor = resolve_solver(args.embedding, store.n_samples) == "anchor"
+    anchor = _solver(args, store.n_samples) == "anchor"
     if anchor and args.n_neighbors is not None:
         log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
     if not anchor and store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # pynndescent's kNN graphs: compile it once

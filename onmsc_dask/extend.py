@@ -202,10 +202,10 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
                 views[p] = X = X.astype(np.float64)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{view_label(p, names)}: is not a numeric n x d array ({exc})") from None
+        if any(np.isnan(size) for size in X.shape):
+            raise ValueError(f"{view_label(p, names)}: has unknown chunk sizes; call compute_chunk_sizes() first")
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(f"{view_label(p, names)}: has shape {X.shape}, expected (n, {d}) as in the fit")
-        if np.isnan(X.shape[0]):
-            raise ValueError(f"{view_label(p, names)}: has unknown chunk sizes; call compute_chunk_sizes() first")
         if X.dtype.kind not in "biuf":
             raise ValueError(f"{view_label(p, names)}: has dtype {X.dtype}, expected a numeric matrix")
     check_same_rows([X.shape[0] for X in views], names)

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import warnings
+import zipfile
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -202,7 +203,7 @@ def _cell_items(cell: Any, path: Path) -> list[Any]:
 
 def _as_view(view: Any, p: int, source: Path) -> View:
     """View `p` as float64 CSR or C-contiguous float64 array."""
-    if sp.issparse(view):
+    if sp.issparse(view) and view.dtype.kind in "biuf":
         view = sp.csr_matrix(view, dtype=np.float64)
     elif isinstance(view, np.ndarray) and view.dtype.kind in "biuf":
         view = np.ascontiguousarray(view, dtype=np.float64)
@@ -399,7 +400,7 @@ def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     samples (numpy's convention: no guess). Object arrays are refused, since reading them runs pickle.
     """
     path = Path(path)
-    if is_sparse_npz(path):
+    if npz_kind(path) == "sparse":
         return [_as_view(_read_sparse_npz(path), 0, path)], None
     try:
         with np.load(path, allow_pickle=False) as npz:
@@ -433,10 +434,11 @@ def _numbered_views(arrays: dict[str, np.ndarray], path: Path) -> list[np.ndarra
 
 
 def load_view_files(
-    paths: PathLike | Sequence[PathLike], y_path: PathLike | None = None
+    paths: PathLike | Sequence[PathLike], y_path: PathLike | None = None, names: Sequence[str] | None = None
 ) -> tuple[list[View], np.ndarray | None]:
     """Views from files, one per view, and labels from `y_path`: each file a numeric .npy array (n×d; read without
-    pickle), a ``scipy.sparse.save_npz`` matrix (a view) or a numeric comma-separated UTF-8 .csv file.
+    pickle), a ``scipy.sparse.save_npz`` matrix (views only) or a numeric comma-separated UTF-8 .csv file. Errors
+    name the views by ``names`` (default: view_file_names).
 
     A .csv's first row is a header, and skipped, when it has a text field, or is consecutive integers a, a+1, ...
     (pandas' names 0, 1, ..., d-1 for unnamed columns, or years) after an index column's empty name, or with d >= 3
@@ -445,11 +447,18 @@ def load_view_files(
     field is an error. Errors give 1-based file line and column numbers.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if y_path is not None and Path(y_path).suffix.lower() == ".npz":
+        raise ValueError(f"{y_path}: labels go in a .npy or .csv file")
     views = [_as_view(_read_view_file(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
-    stems = [Path(p).stem for p in paths]
-    views = _check_rows(views, ", ".join(map(str, paths)), stems if len(set(stems)) == len(stems) else None)
+    views = _check_rows(views, ", ".join(map(str, paths)), view_file_names(paths) if names is None else names)
     return views, None if y_path is None else as_labels(_read_view_file(Path(y_path)), len(views[0]),
                                                          name=str(y_path))
+
+
+def view_file_names(paths: Sequence[PathLike]) -> list[str] | None:
+    """The views' names from their files' names without the suffix, when these differ (else None)."""
+    stems = [Path(p).stem for p in paths]
+    return stems if len(set(stems)) == len(stems) else None
 
 
 #: the reader's earlier name, from when it read .csv files only
@@ -465,21 +474,32 @@ def _read_view_file(path: Path) -> np.ndarray:
     return reader(path)
 
 
-def is_sparse_npz(path: PathLike) -> bool:
-    """Whether ``path`` is a ``scipy.sparse.save_npz`` file (an .npz holding its ``format`` entry)."""
+#: the entries every scipy.sparse.save_npz file holds, and those of its formats' indices (csr / csc / bsr, coo, dia)
+_SPARSE_NPZ_ENTRIES = {"format.npy", "shape.npy", "data.npy"}
+_SPARSE_INDEX_ENTRIES = {"indices.npy", "indptr.npy", "row.npy", "col.npy", "coords.npy", "offsets.npy",
+                         "has_canonical_format.npy", "blocksize.npy"}
+
+
+def npz_kind(path: PathLike) -> str | None:
+    """What an .npz file holds, from its list of entries (no array read): "sparse" for one
+    ``scipy.sparse.save_npz`` matrix, "views" for other arrays (``np.savez``); None when it is missing or not a
+    readable zip archive."""
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            return isinstance(npz, np.lib.npyio.NpzFile) and "format" in npz.files and "shape" in npz.files
-    except Exception:  # noqa: BLE001 - not a readable .npz: load_npz's reader names the problem
-        return False
+        with zipfile.ZipFile(path) as archive:
+            entries = set(archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return "sparse" if entries <= _SPARSE_NPZ_ENTRIES | _SPARSE_INDEX_ENTRIES and _SPARSE_NPZ_ENTRIES <= entries \
+        else "views"
+
 
 
 def _read_sparse_npz(path: Path) -> sp.csr_matrix:
     """The matrix of a ``scipy.sparse.save_npz`` file (one view)."""
     path.stat()  # a missing file raises its OSError
-    if not is_sparse_npz(path):
-        raise ValueError(f"{path}: not a scipy.sparse.save_npz matrix; an .npz of several views (np.savez) is "
-                         "the only --data path")
+    if npz_kind(path) == "views":
+        raise ValueError(f"{path}: an .npz of several arrays (np.savez), not one scipy.sparse.save_npz matrix; "
+                         "load it alone (io.load)")
     try:
         return sp.load_npz(path)
     except Exception as exc:  # scipy raises several types on damaged files

@@ -641,10 +641,12 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
 
 
 def _store(source: da.Array, target: zarr.Array) -> None:
-    """da.store(source, target), returning or raising only once no block is writing any more. dask raises a block's
-    error at once while other blocks may still be writing, and a write that ends after the caller removed the
-    partial store would create it again. On a distributed client every block's task is waited for; on the threaded
-    scheduler the blocks run in a pool of their own, shut down before the error propagates."""
+    """da.store(source, target), returning or raising once every block has finished. dask raises a block's error at
+    once while other blocks may still be writing, and a write that ends after the caller removed the partial store
+    would create it again. On a distributed client every block's task is waited for (but for one cancelled, by a
+    lost connection or an interrupt, which may still be writing: a later create removes such a stale partial store
+    first); on the threaded scheduler the blocks run in a pool of their own, shut down before the error
+    propagates."""
     client = active_client()
     if client is not None:
         from distributed import futures_of, wait

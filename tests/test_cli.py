@@ -419,6 +419,26 @@ def test_sparse_npz_views(tmp_path, scheduler):
     assert MultiViewStore(alone / "views.zarr").is_sparse(0)
 
 
+def test_view_file_errors_name_the_views_and_the_damage(tmp_path, capsys):
+    """--view-names name the views in a rows mismatch (the file names did, before them); a damaged sparse .npz
+    with --labels is named damaged (it was taken for a multi-view .npz: "--labels goes with ...")."""
+    views, y = _blobs()
+    np.save(tmp_path / "a.npy", views[0])
+    np.save(tmp_path / "b.npy", views[1][:-1])
+    np.save(tmp_path / "y.npy", y)
+    sp.save_npz(tmp_path / "words.npz", sp.csr_matrix(views[1]))
+    (tmp_path / "damaged.npz").write_bytes((tmp_path / "words.npz").read_bytes()[:100])
+    for data, extra, message in [
+            (["a.npy", "b.npy"], ["--view-names", "img", "txt"],
+             "view 1 ('txt'): has 89 rows, expected 90 like view 0 ('img')"),
+            (["a.npy", "damaged.npz"], [], "damaged.npz: corrupt or not a scipy.sparse .npz matrix")]:
+        assert main(["run", "--data", *(str(tmp_path / d) for d in data), "--labels", str(tmp_path / "y.npy"),
+                     *extra, "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, scheduler, capsys):
     """A view with fewer distinct rows than clusters is left out before the graphs (ONMSC.left_out_views_): the
     per-view results of the other views stay under their own names, in report.json, the store and report.html."""

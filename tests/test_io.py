@@ -620,15 +620,27 @@ def test_square_view_whose_orientation_cannot_be_told_warns(tmp_path):
 
 def test_scipy_sparse_npz_is_one_view(tmp_path):
     """load and load_view_files read a scipy.sparse.save_npz file as one sparse view; as a view file, an .npz of
-    several views is named as such."""
+    several arrays is named as such (also one that holds arrays named format and shape), a damaged one as damaged,
+    complex values are refused, and labels do not come from an .npz."""
     X = sp.random(20, 7, density=0.3, random_state=0, format="csr")
     sp.save_npz(tmp_path / "words.npz", X)
     views, y = load(tmp_path / "words.npz")
     assert y is None and len(views) == 1 and sp.issparse(views[0]) and (views[0] != X).nnz == 0
-    views, _ = load_view_files([tmp_path / "words.npz", tmp_path / "words.npz"])
-    assert len(views) == 2 and all(sp.issparse(v) for v in views)
-    np.savez(tmp_path / "multi.npz", view0=np.ones((20, 2)), view1=np.ones((20, 3)))
-    with pytest.raises(ValueError, match=r"multi\.npz: not a scipy\.sparse\.save_npz matrix; an \.npz of several"):
-        load_view_files([tmp_path / "words.npz", tmp_path / "multi.npz"])
+    sp.save_npz(tmp_path / "coo.npz", X.tocoo())
+    views, _ = load_view_files([tmp_path / "words.npz", tmp_path / "coo.npz"], names=["a", "b"])
+    assert len(views) == 2 and all(sp.issparse(v) and (v != X).nnz == 0 for v in views)
+    np.savez(tmp_path / "multi.npz", view0=np.ones((20, 2)), format=np.array("csr"), shape=np.array([20, 2]))
+    (tmp_path / "damaged.npz").write_bytes((tmp_path / "words.npz").read_bytes()[:100])
+    sp.save_npz(tmp_path / "complex.npz", X * 1j)
+    np.save(tmp_path / "y.npy", np.arange(20) % 2)
+    for paths, y_path, message in [
+            (["multi.npz"], None, r"multi\.npz: an \.npz of several arrays \(np\.savez\), not one scipy\.sparse"),
+            (["damaged.npz"], None, r"damaged\.npz: corrupt or not a scipy\.sparse \.npz matrix"),
+            (["complex.npz"], None, r"complex\.npz: view 0: is not a numeric matrix \(got complex128\)"),
+            (["words.npz"], "coo.npz", r"coo\.npz: labels go in a \.npy or \.csv file")]:
+        with pytest.raises(ValueError, match=message):
+            load_view_files([tmp_path / p for p in paths], None if y_path is None else tmp_path / y_path)
     with pytest.raises(FileNotFoundError):
         load_view_files([tmp_path / "gone.npz"])
+    views, _ = load(tmp_path / "multi.npz")  # as --data alone: its view0
+    assert len(views) == 1 and views[0].shape == (20, 2)

@@ -203,6 +203,10 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
     masked = masked[masked[:, 0] > -np.inf]  # NaN chunk sizes: used to fail as "has nan rows, expected nan"
     with pytest.raises(ValueError, match=r"view 1: has unknown chunk sizes; call compute_chunk_sizes\(\)"):
         model.predict([new[0], masked, new[2]])
+    columns = da.from_array(new[1].T, chunks=(4, 50))
+    columns = columns[columns[:, 0] > -np.inf].T  # unknown columns: used to fail as "has shape (100, nan)"
+    with pytest.raises(ValueError, match=r"view 1: has unknown chunk sizes"):
+        model.predict([new[0], columns, new[2]])
     with pytest.raises(NotFittedError):
         ONMSC(10).predict(new)
     early = ONMSC(10, fusion="early", n_init=2, random_state=0).fit([X[:200] for X in views])
