@@ -62,8 +62,10 @@ class Location:
         except PermissionError as exc:
             raise ValueError(f"{self.url}: access to bucket {bucket!r} denied; check the credentials in "
                              f"storage_options or the environment ({' '.join(str(exc).split())})") from None
-        except OSError as exc:
-            raise ValueError(f"{self.url}: cannot reach bucket {bucket!r} ({' '.join(str(exc).split())})") from None
+        except Exception as exc:  # noqa: BLE001 - OSError, or the file system's own (botocore's are no OSError)
+            detail = " ".join(str(exc).split()) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            raise ValueError(f"{self.url}: cannot reach bucket {bucket!r} ({' '.join(detail.split())}); check the "
+                             "endpoint and the credentials in storage_options or the environment") from None
 
     def open_group(self, mode: str) -> zarr.Group:
         return zarr.open_group(self.url, mode=mode, zarr_format=3, storage_options=self.storage_options or None)

@@ -99,6 +99,15 @@ def test_uninstalled_scheme_missing_bucket_and_bad_options_are_one_line_errors(s
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_unreachable_endpoint_is_a_one_line_error():
+    """botocore's errors are no OSError: an endpoint where nothing listens used to end in a 140-line traceback."""
+    options = {**_options(f"http://127.0.0.1:{free_port()}"), "config_kwargs": {"retries": {"max_attempts": 1}}}
+    with pytest.raises(ValueError, match=r"^s3://views/x\.zarr: cannot reach bucket 'views' \(EndpointConnectionError: "
+                                         r"Could not connect to the endpoint URL.*\); check the endpoint") as info:
+        MultiViewStore("s3://views/x.zarr", storage_options=options)
+    assert "\n" not in str(info.value)
+
+
 def _importable(protocol: str) -> bool:
     try:
         fsspec.get_filesystem_class(protocol)
