@@ -253,7 +253,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         return source, url, k, None
     itself = given is not None and given.resolve() == store_path.resolve()
     fingerprint = None if itself else _input_files(args)
-    previous = None if itself else _previous_store(store_path, fingerprint)
+    previous, why = (None, "") if itself else _previous_store(store_path, fingerprint)
     if given is not None or previous is not None:
         store = previous if previous is not None else MultiViewStore(given)
         source = str(given) if given is not None else store.metadata.get("source", str(store_path))
@@ -268,10 +268,9 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
             else:
                 log(f"reusing {store_path}: it holds this input; an in-memory run computes every stage again")
             return previous, source, k, given
-        _replacing(store_path, log)
+        _replacing(store_path, why, log)
         log(f"copying {given} to {store_path}")
-        copy = store.copy(store_path, stages=False, overwrite=True)
-        copy.update_metadata(input=fingerprint)  # a copy of a run's store: this run's input, not that run's
+        copy = _recorded(store.copy(store_path, stages=False, overwrite=True), fingerprint)  # this run's input
         return copy, source, k, given
     views, y, names, name = _load_input(args)
     if args.view_names is not None:
@@ -282,9 +281,9 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     k = _n_clusters(args, y, views[0].shape[0], name)
     _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
-    _replacing(store_path, log)
-    store = MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
-                                  metadata={"source": name, "input": fingerprint, **_image_metadata(args, views)})
+    _replacing(store_path, why, log)
+    store = _recorded(MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
+                                            metadata={"source": name, **_image_metadata(args, views)}), fingerprint)
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
 
@@ -310,17 +309,31 @@ def _input_files(args: argparse.Namespace) -> dict:
             for p in [*args.data, *([args.labels] if args.labels is not None else [])]}
 
 
-def _previous_store(store_path: Path, fingerprint: dict) -> Any:
-    """The store an earlier run wrote from the same input (same files, unchanged), or None."""
+def _previous_store(store_path: Path, fingerprint: dict) -> tuple[Any, str]:
+    """The store an earlier run wrote from the same input (same files, unchanged), else None and why it is not
+    (for _replacing): other input, or its views or labels are no longer the files it wrote (deleted or truncated)."""
     from .store import MultiViewStore
 
     if not store_path.is_dir():
-        return None
+        return None, "not a store"
     try:
         store = MultiViewStore(store_path)
     except ValueError:  # not a whole store: replaced
-        return None
-    return store if store.metadata.get("input") == fingerprint else None
+        return None, "not a whole store"
+    if store.metadata.get("input") != fingerprint:
+        return None, "made from other input"
+    written, now = store.metadata.get("data_files"), store.data_files()
+    damaged = [] if written is None else sorted(  # None: written by an older onmsc-dask
+        set(written) ^ set(now) | {f for f in written.keys() & now.keys() if written[f] != now[f]})
+    if damaged:
+        return None, f"made from this input, but its file {damaged[0]} was deleted or changed since"
+    return store, ""
+
+
+def _recorded(store: Any, fingerprint: dict | None) -> Any:
+    """``store`` with the run's input and the sizes of its view and label files in its metadata (_previous_store)."""
+    store.update_metadata(input=fingerprint, data_files=store.data_files())
+    return store
 
 
 def _finished(store: Any) -> str:
@@ -346,10 +359,10 @@ def _image_metadata(args: argparse.Namespace, views: list) -> dict:
     return {}
 
 
-def _replacing(store_path: Path, log: _Log) -> None:
-    """Say so when the run replaces an earlier run's store."""
+def _replacing(store_path: Path, why: str, log: _Log) -> None:
+    """Say so, and why (_previous_store), when the run replaces an earlier run's store."""
     if store_path.exists():
-        log(f"replacing the previous run's store {store_path} (made from other input)")
+        log(f"replacing the previous run's store {store_path} ({why})")
 
 
 def _version(package: str) -> str:

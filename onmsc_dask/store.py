@@ -419,6 +419,16 @@ class MultiViewStore:
                 files[rel] = [fs.size(file), _crc32(fs, file)]
         group.attrs.update({"complete": True, "files": files})
 
+    def data_files(self) -> dict[str, int]:
+        """The size of each file of the views and labels (not of the stages), by its path in the store: what the
+        CLI records to tell an intact copy of its input from a damaged one."""
+        sizes = {}
+        for key in ("views", "labels"):
+            fs, folder = _files(self.path, key)
+            if fs.exists(folder):
+                sizes.update({f"{key}/{file[len(folder) + 1:]}": fs.size(file) for file in sorted(fs.find(folder))})
+        return sizes
+
     def finished_stages(self) -> list[str]:
         """Names of the stages marked complete."""
         if "stages" not in self._root:

@@ -625,3 +625,25 @@ def test_the_same_in_memory_command_again_says_it_recomputes(tmp_path, scheduler
     assert f"reusing {tmp_path / 'run' / 'views.zarr'}: it holds this input; an in-memory run computes every stage " \
            "again" in err and "resuming" not in err
     np.testing.assert_array_equal(np.load(tmp_path / "run" / "labels.npy"), first)
+
+
+def test_a_damaged_view_of_the_runs_store_is_written_again_from_the_input(tmp_path, scheduler, capsys):
+    """A view chunk of DIR/views.zarr deleted after a run: the same command used to fail on it every time, naming
+    the input file; now the store is written again from the unchanged input, with the same labels, and the next
+    run resumes."""
+    views, y = _blobs(n_per_class=100)
+    np.savez(tmp_path / "d.npz", view0=views[0], view1=views[1], y=y)
+    out = tmp_path / "run"
+    command = ["run", "--data", str(tmp_path / "d.npz"), "--out", str(out), "--embedding", "anchor",
+               "--n-landmarks", "60", "--scheduler", scheduler]
+    assert main(command) == 0
+    first = np.load(out / "labels.npy")
+    (out / "views.zarr" / "views" / "1" / "c" / "0" / "0").unlink()
+    capsys.readouterr()
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert (f"replacing the previous run's store {out / 'views.zarr'} (made from this input, but its file "
+            "views/1/c/0/0 was deleted or changed since)") in err and "resuming" not in err
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), first)
+    assert main(command) == 0
+    assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks" in capsys.readouterr().err
