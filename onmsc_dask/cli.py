@@ -523,7 +523,8 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
     from distributed.client import ClosedClientError
 
     from .metrics import evaluate
-    from .supervision import ClusterLost, ClusterWatch, worker_count
+    from .location import Location
+    from .supervision import ClusterLost, ClusterWatch, StoreLock, worker_count
     from .report import cluster_sizes, sizes_line, write_labels, write_report
 
     timings = {}
@@ -539,6 +540,8 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
             _watch(client, stack, log)
         t = time.perf_counter()
         store, source, n_clusters, copy_of = _open_store(args, log)
+        if isinstance(store.location, Location):  # a URL: the run's stages go into the user's store
+            stack.enter_context(StoreLock(store.location))
         y = store.labels
         timings["load_and_store"] = time.perf_counter() - t
         log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")

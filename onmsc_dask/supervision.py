@@ -1,4 +1,5 @@
-"""What keeps a CLI run safe: one run per output directory (:class:`OutputLock`), and a watch on its Dask cluster
+"""What keeps a CLI run safe: one run per output directory (:class:`OutputLock`) and per object store that receives
+its stages (:class:`StoreLock`), and a watch on its Dask cluster
 (:class:`ClusterWatch`) that ends, within a bounded time, a computation the cluster can no longer finish."""
 from __future__ import annotations
 
@@ -164,6 +165,49 @@ class OutputLock:
                 self.out.rmdir()
             except OSError:  # not empty: the run wrote something
                 pass
+
+
+class StoreLock:
+    """One run per object store that receives a run's stages (``--data URL``): ``URL/.onmsc-dask.lock`` holds the
+    PID and host of that run, as OutputLock's file does; a lock of a process that no longer runs on this host is
+    taken over with a warning, any other is an OutputLocked error naming its holder. An object store has no
+    exclusive create, so two runs started within the same moment can both pass; runs started apart cannot."""
+
+    def __init__(self, location: Any) -> None:
+        self.url = f"{location.url}/{LOCK_NAME}"
+        self.fs = location.filesystem()
+        self.path = f"{self.fs._strip_protocol(location.url)}/{LOCK_NAME}"
+        self.content = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                   "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode()
+
+    def __enter__(self) -> "StoreLock":
+        holder = self._holder()
+        if holder is not None:
+            if not isinstance(holder, dict) or holder.get("host") != socket.gethostname() or \
+                    _running(holder.get("pid")):
+                who = (f"PID {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
+                       if isinstance(holder, dict) else "unknown")
+                raise OutputLocked(f"another onmsc-dask run ({who}) writes its stages into "
+                                   f"{self.url.rsplit('/', 1)[0]}; wait for it to end (if that run is gone, delete "
+                                   f"{self.url})")
+            warnings.warn(f"{self.url}: taking over the lock of PID {holder.get('pid')} (started "
+                          f"{holder.get('started')}), which no longer runs on this host", stacklevel=2)
+        self.fs.pipe(self.path, self.content)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._holder() == json.loads(self.content):
+            self.fs.rm(self.path)
+
+    def _holder(self) -> Any:
+        """The lock's content (a dict when it is one of ours), None when there is none."""
+        self.fs.invalidate_cache()
+        try:
+            return json.loads(self.fs.cat(self.path))
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return "not a lock"
 
 
 def _running(pid: Any) -> bool:

@@ -180,6 +180,36 @@ def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp
     stored = MultiViewStore(url, storage_options=s3)
     assert {"landmarks", "anchor_graph", "labels", "onmsc"} <= set(stored.stages())
     np.testing.assert_array_equal(stored.read_result("labels", "labels"), expected)
+    fs = fsspec.filesystem("s3", **s3)
+    assert not fs.exists("views/digits.zarr/.onmsc-dask.lock")  # released
+    # another run writing its stages into the same store: a second run stops at once, in one line (two runs used to
+    # delete each other's stages, one ending in a KeyError traceback)
+    lock = json.dumps({"pid": 1, "host": "elsewhere", "started": "now"}).encode()
+    fs.pipe("views/digits.zarr/.onmsc-dask.lock", lock)
+    proc = subprocess.run([sys.executable, "-m", "onmsc_dask", "run", "--data", url, "--storage-options",
+                           json.dumps(s3), "--embedding", "anchor", "--n-landmarks", "60", "--scheduler", cluster,
+                           "--out", str(tmp_path / "second")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith(
+        "onmsc-dask: error: another onmsc-dask run (PID 1 on elsewhere, started now) writes its stages into "
+        f"{url}; wait for it to end (if that run is gone, delete {url}/.onmsc-dask.lock)"), proc.stderr
+    assert proc.stderr.count("onmsc-dask: error") == 1
+
+
+def test_store_lock_of_a_process_gone_from_this_host_is_taken_over():
+    import socket
+
+    from onmsc_dask.location import location
+    from onmsc_dask.supervision import StoreLock
+
+    store = location("memory://onmsc-lock/s.zarr")
+    fs = store.filesystem()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    fs.pipe("/onmsc-lock/s.zarr/.onmsc-dask.lock", json.dumps(
+        {"pid": int(dead.stdout), "host": socket.gethostname(), "started": "then"}).encode())
+    with pytest.warns(UserWarning, match=rf"taking over the lock of PID {int(dead.stdout)} \(started then\)"):
+        with StoreLock(store):
+            assert json.loads(fs.cat("/onmsc-lock/s.zarr/.onmsc-dask.lock"))["pid"] == os.getpid()
+    assert not fs.exists("/onmsc-lock/s.zarr/.onmsc-dask.lock")
 
 
 def test_estimator_fits_a_store_url(s3):
