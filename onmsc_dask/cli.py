@@ -39,7 +39,6 @@ EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED = 2, 1, 130
 DEFAULT_WORKERS = 2
 #: seconds to wait for a --scheduler to answer, and then for its first worker
 SCHEDULER_TIMEOUT = 60.0
-_METRIC_NAMES = {"acc": "ACC", "nmi": "NMI", "purity": "purity", "ari": "ARI"}
 _VERSIONED = ("onmsc-dask", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent")
 
 
@@ -525,7 +524,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
     from .metrics import evaluate
     from .location import Location
     from .supervision import ClusterLost, ClusterWatch, StoreLock, worker_count
-    from .report import cluster_sizes, sizes_line, write_labels, write_report
+    from .report import cluster_sizes, scores_line, sizes_line, write_labels, write_report
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
@@ -576,7 +575,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
     metrics = None if y is None else evaluate(y, fit["labels"])
     print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))
     if metrics:
-        print("  ".join(f"{_METRIC_NAMES[key]} {value:.4f}" for key, value in metrics.items()))
+        print(scores_line(metrics))
     params = fit["resolved"] | {"order": args.order, "random_state": args.random_state}
     results = {**fit.get("intermediate", {}),
                "onmsc": {name: np.asarray(fit[name]) for name in ("labels", "embedding", "target", "view_weights",

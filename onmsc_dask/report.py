@@ -73,6 +73,15 @@ def sizes_line(sizes: list[int]) -> str:
     return "cluster sizes: " + "  ".join(f"{c}:{s}" for c, s in enumerate(sizes))
 
 
+#: how the stdout line of scores names metrics.evaluate's keys
+SCORE_NAMES = {"acc": "ACC", "nmi": "NMI", "purity": "purity", "ari": "ARI"}
+
+
+def scores_line(scores: dict[str, float]) -> str:
+    """The stdout line of scores against the labels: ``ACC 0.8920  NMI 0.8747  purity 0.8920  ARI 0.8226``."""
+    return "  ".join(f"{SCORE_NAMES[key]} {value:.4f}" for key, value in scores.items())
+
+
 def single_view_scores(view_embeddings: np.ndarray, y: np.ndarray, n_clusters: int, names: list[str],
                        random_state: int = 0) -> dict[str, dict[str, float]]:
     """Scores of each view clustered alone: k-means on the first k eigenvectors of its first-order embedding

@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict:
         built = start_build(args, cluster)
         for name in FIT_MODULES:
             importlib.import_module(name)
-        from onmsc_dask.report import figures, sizes_line, write_labels, write_report
+        from onmsc_dask.report import figures, scores_line, sizes_line, write_labels, write_report
 
         stack.enter_context(blas_threads(args))
         if client is None:
@@ -430,10 +430,10 @@ def main(argv: list[str] | None = None) -> dict:
         (args.out / "report.json").write_text(json.dumps(report, indent=2))
         write_report(args.out, run_page, pngs)
         log(f"wrote {args.out / 'report.html'}")
-    scores = report["scores"] or {}
     print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
-    print("  ".join(f"{key.upper()}={scores[key]:.4f}" for key in ("acc", "nmi", "purity") if key in scores))
+    if report["scores"]:
+        print(scores_line(report["scores"]))
     print(f"store {report['store_seconds']:.1f}s  fit {report['fit_seconds']:.1f}s  stages: "
           + "  ".join(f"{s}={t:.2f}s" for s, t in result.timings.items()))
     return report

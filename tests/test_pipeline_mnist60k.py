@@ -62,10 +62,13 @@ def run(module: ModuleType, data: Path, out: Path, scheduler: str, *extra: str) 
     return module.main(["--data-dir", str(data), "--out", str(out), "--scheduler", scheduler, *ARGS, *extra])
 
 
-def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypatch):
+def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(mnist60k, "SWEEP", (3, 10, 20, 500))  # m = k and m > n are skipped (m = k used to crash)
     data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
     report = run(mnist60k, data, out, scheduler, "--sweep")
+    scores = report["scores"]  # the CLI's line, ARI too (it printed ACC=... NMI=... PURITY=...)
+    assert (f"ACC {scores['acc']:.4f}  NMI {scores['nmi']:.4f}  purity {scores['purity']:.4f}  ARI {scores['ari']:.4f}"
+            in capsys.readouterr().out)
     assert [s["n_landmarks"] for s in report["sweep"]] == [10, 20]
     assert report["n_clusters"] == K and report["random_state"] == 0 and report["n_iter"] == len(report["objective"])
     assert report["n_components"] == K  # the resolved width (200 samples, under 500 per cluster), not None
