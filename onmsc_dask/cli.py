@@ -534,6 +534,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
         if args.scheduler:  # connected before anything is written
             if args.workers is not None:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
+            log(f"connecting to the Dask scheduler at {args.scheduler}")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
             timings["start_cluster"] = time.perf_counter() - t
             _watch(client, stack, log)

@@ -619,7 +619,8 @@ def test_the_same_in_memory_command_again_says_it_recomputes(tmp_path, scheduler
                "--scheduler", scheduler]
     assert main(command) == 0
     first = np.load(tmp_path / "run" / "labels.npy")
-    capsys.readouterr()
+    # the stage label of the heartbeat while it connects (it said "since: starting")
+    assert f"] connecting to the Dask scheduler at {scheduler}\n" in capsys.readouterr().err
     assert main(command) == 0
     err = capsys.readouterr().err
     assert f"reusing {tmp_path / 'run' / 'views.zarr'}: it holds this input; an in-memory run computes every stage " \
