@@ -110,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group()
     source.add_argument("--data", type=data_arg, nargs="+",
                         help="a .mat or .npz file, a .zarr store (a path, or an fsspec URL such as "
-                             "s3://bucket/x.zarr), an MNIST IDX directory, or .csv / .npy / scipy.sparse .npz files (one "
-                             "per view)")
+                             "s3://bucket/x.zarr), an MNIST IDX directory, or .csv / .npy / scipy.sparse .npz "
+                             "files (one per view)")
     source.add_argument("--dataset", choices=sorted(DATASETS), help="a built-in data set (default: digits)")
     run.add_argument("--view-names", nargs="+", metavar="NAME",
                      help="names of the views, in order (default: the file names of one file per view, else view0, "
@@ -321,17 +321,16 @@ def _previous_store(store_path: Path, fingerprint: dict) -> tuple[Any, str]:
         return None, "not a whole store"
     if store.metadata.get("input") != fingerprint:
         return None, "made from other input"
-    written, now = store.metadata.get("data_files"), store.data_files()
-    damaged = [] if written is None else sorted(  # None: written by an older onmsc-dask
-        set(written) ^ set(now) | {f for f in written.keys() & now.keys() if written[f] != now[f]})
-    if damaged:
-        return None, f"made from this input, but its file {damaged[0]} was deleted or changed since"
+    damaged = store.damaged_data_file()
+    if damaged is not None:
+        return None, f"made from this input, but its file {damaged} was deleted or changed since"
     return store, ""
 
 
 def _recorded(store: Any, fingerprint: dict | None) -> Any:
     """``store`` with the run's input and the sizes of its view and label files in its metadata (_previous_store)."""
-    store.update_metadata(input=fingerprint, data_files=store.data_files())
+    store.update_metadata(input=fingerprint)
+    store.record_data_files()
     return store
 
 

@@ -23,7 +23,8 @@ from .assign import normalize_rows
 from .cluster import scattered
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
-from .validation import check_finite, check_landmarks, check_same_rows, view_label, view_list
+from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, view_label,
+                         view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
 
@@ -202,8 +203,7 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
                 views[p] = X = X.astype(np.float64)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{view_label(p, names)}: is not a numeric n x d array ({exc})") from None
-        if any(np.isnan(size) for size in X.shape):
-            raise ValueError(f"{view_label(p, names)}: has unknown chunk sizes; call compute_chunk_sizes() first")
+        check_known_shape(X, view_label(p, names))
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(f"{view_label(p, names)}: has shape {X.shape}, expected (n, {d}) as in the fit")
         if X.dtype.kind not in "biuf":

@@ -401,7 +401,7 @@ def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     """
     path = Path(path)
     if npz_kind(path) == "sparse":
-        return [_as_view(_read_sparse_npz(path), 0, path)], None
+        return [_as_view(_load_sparse(path), 0, path)], None
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
@@ -493,13 +493,17 @@ def npz_kind(path: PathLike) -> str | None:
         else "views"
 
 
-
-def _read_sparse_npz(path: Path) -> sp.csr_matrix:
-    """The matrix of a ``scipy.sparse.save_npz`` file (one view)."""
+def _read_sparse_npz(path: Path) -> sp.spmatrix:
+    """The matrix of a ``scipy.sparse.save_npz`` file given as one view."""
     path.stat()  # a missing file raises its OSError
     if npz_kind(path) == "views":
         raise ValueError(f"{path}: an .npz of several arrays (np.savez), not one scipy.sparse.save_npz matrix; "
                          "load it alone (io.load)")
+    return _load_sparse(path)
+
+
+def _load_sparse(path: Path) -> sp.spmatrix:
+    """scipy.sparse.load_npz, a damaged file named as such."""
     try:
         return sp.load_npz(path)
     except Exception as exc:  # scipy raises several types on damaged files

@@ -35,8 +35,8 @@ from dask.system import CPU_COUNT
 
 from .cluster import active_client
 from .location import Location, location
-from .validation import (check_finite, check_int, check_same_rows, check_view_names, user_warning, view_label,
-                         view_list)
+from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, user_warning,
+                         view_label, view_list)
 
 __all__ = ["MultiViewStore", "as_labels"]
 
@@ -379,17 +379,8 @@ class MultiViewStore:
         if recorded is None:
             return "no record of its files, written by an older onmsc-dask"
         fs, folder = _files(self.path, f"stages/{stage}")
-        for rel, (size, crc) in recorded.items():
-            if name is not None and rel.split("/", 1)[0] != name:
-                continue
-            file = f"{folder}/{rel}"
-            if not fs.isfile(file):
-                return f"file {rel} is missing"
-            if fs.size(file) != size:
-                return f"file {rel} has {fs.size(file)} bytes, {size} were written"
-            if _crc32(fs, file) != crc:
-                return f"file {rel} does not match the checksum written with it"
-        return None
+        return _file_damage(fs, folder, {rel: record for rel, record in recorded.items()
+                                         if name is None or rel.split("/", 1)[0] == name})
 
     def has_stage(self, stage: str, params: dict, names: Sequence[str]) -> bool:
         """Whether `stage` was completed with `params` and holds all results `names`."""
@@ -412,22 +403,21 @@ class MultiViewStore:
         self._stage(stage)
         group = _open_group(self.path, "r+")[f"stages/{stage}"]
         fs, folder = _files(self.path, f"stages/{stage}")
-        files = {}
-        for file in sorted(fs.find(folder)):
-            rel = file[len(folder) + 1:]
-            if "/" in rel:  # the stage's own zarr.json, which these attributes go into, is not recorded
-                files[rel] = [fs.size(file), _crc32(fs, file)]
+        files = {rel: record for rel, record in _file_record(fs, folder, crc=True).items()
+                 if "/" in rel}  # the stage's own zarr.json, which these attributes go into, is not recorded
         group.attrs.update({"complete": True, "files": files})
 
-    def data_files(self) -> dict[str, int]:
-        """The size of each file of the views and labels (not of the stages), by its path in the store: what the
-        CLI records to tell an intact copy of its input from a damaged one."""
-        sizes = {}
-        for key in ("views", "labels"):
-            fs, folder = _files(self.path, key)
-            if fs.exists(folder):
-                sizes.update({f"{key}/{file[len(folder) + 1:]}": fs.size(file) for file in sorted(fs.find(folder))})
-        return sizes
+    def record_data_files(self) -> None:
+        """Record the size of each file of the views and labels in the metadata (``data_files``), for
+        :meth:`damaged_data_file`: the CLI's check that its copy of the input is still whole."""
+        self.update_metadata(data_files={f"{key}/{rel}": record for key in ("views", "labels")
+                                         for rel, record in _file_record(*_files(self.path, key), crc=False).items()})
+
+    def damaged_data_file(self) -> str | None:
+        """The first file of the views and labels that is missing or has another size than record_data_files
+        found, or None (also for a store without that record)."""
+        recorded = self.metadata.get("data_files") or {}
+        return _file_damage(*_files(self.path), recorded, named=False)
 
     def finished_stages(self) -> list[str]:
         """Names of the stages marked complete."""
@@ -471,8 +461,7 @@ def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:
             raise ValueError(f"{label}: is {view.ndim}-D, expected a 2-D matrix")
         if view.dtype.kind not in "biuf":
             raise ValueError(f"{label}: has dtype {view.dtype}, expected a numeric matrix")
-        if any(math.isnan(s) for s in view.shape):
-            raise ValueError(f"{label}: has unknown chunk sizes; call compute_chunk_sizes() first")
+        check_known_shape(view, label)
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
     return check_same_rows([view.shape[0] for view in views], names)
@@ -503,15 +492,42 @@ def _check_written(array: zarr.Array, name: str, path: Path) -> None:
                          "data; write the store with MultiViewStore.create (its fill values mark missing chunks)")
 
 
-def _files(path: Path | Location, key: str) -> tuple[Any, str]:
-    """The fsspec file system of a store and the path of its node `key` there, freshly listed."""
+def _files(path: Path | Location, key: str = "") -> tuple[Any, str]:
+    """The fsspec file system of a store and the path of its node `key` there (of the store itself by default),
+    freshly listed."""
     import fsspec
 
     if isinstance(path, Location):
         fs = path.filesystem()
         fs.invalidate_cache()  # zarr wrote through its own instance
-        return fs, f"{fs._strip_protocol(path.url)}/{key}"
+        root = fs._strip_protocol(path.url)
+        return fs, f"{root}/{key}" if key else root
     return fsspec.filesystem("file"), (path.resolve() / key).as_posix()
+
+
+def _file_record(fs: Any, folder: str, crc: bool) -> dict[str, list[int]]:
+    """[size] (and CRC-32 with ``crc``) of each file under ``folder``, by its path there (none when it is missing)."""
+    if not fs.exists(folder):
+        return {}
+    return {file[len(folder) + 1:]: [fs.size(file), *([_crc32(fs, file)] if crc else [])]
+            for file in sorted(fs.find(folder))}
+
+
+def _file_damage(fs: Any, folder: str, recorded: dict[str, list[int]], named: bool = True) -> str | None:
+    """What differs from a _file_record of ``folder`` (the files recorded only): "file REL is missing" or has
+    another size or checksum; just REL when not ``named``; None when nothing does."""
+    for rel, (size, *crc) in recorded.items():
+        file = f"{folder}/{rel}"
+        if not fs.isfile(file):
+            problem = "is missing"
+        elif fs.size(file) != size:
+            problem = f"has {fs.size(file)} bytes, {size} were written"
+        elif crc and _crc32(fs, file) != crc[0]:
+            problem = "does not match the checksum written with it"
+        else:
+            continue
+        return f"file {rel} {problem}" if named else rel
+    return None
 
 
 def _crc32(fs: Any, file: str) -> int:

@@ -88,8 +88,7 @@ class OutputLock:
 
     def __init__(self, out: Path) -> None:
         self.out, self.path = out, out / LOCK_NAME
-        self.content = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                   "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+        self.content = _lock_content()
         self.created_out = False
 
     def __enter__(self) -> "OutputLock":
@@ -103,11 +102,10 @@ class OutputLock:
                 if not holder:
                     raise OutputLocked(f"{self.path} is not an onmsc-dask lock; delete it if no run writes to "
                                        f"{self.out}")
-                if holder.get("host") != socket.gethostname() or _running(holder.get("pid")):
-                    raise OutputLocked(
-                        f"another onmsc-dask run (PID {holder.get('pid')} on {holder.get('host')}, started "
-                        f"{holder.get('started')}) is writing to {self.out}; wait for it to end or give another "
-                        f"--out (if that run is gone, delete {self.path})")
+                if _live(holder):
+                    raise OutputLocked(f"another onmsc-dask run ({_holder_text(holder)}) is writing to {self.out}; "
+                                       f"wait for it to end or give another --out (if that run is gone, delete "
+                                       f"{self.path})")
                 self._take_over(holder)
         except BaseException:
             self._remove_out()
@@ -135,12 +133,9 @@ class OutputLock:
     def _holder(self, path: Path | None = None) -> dict | None:
         """The lock at `path` (ours by default) as a dict ({} when it is not one of ours), None when missing."""
         try:
-            holder = json.loads((path or self.path).read_text())
+            return _parsed((path or self.path).read_text())
         except FileNotFoundError:
             return None
-        except ValueError:
-            return {}
-        return holder if isinstance(holder, dict) else {}
 
     def _take_over(self, holder: dict) -> None:
         """Move the stale lock aside (one run wins the rename) and put it back if it was not the one judged stale."""
@@ -156,8 +151,7 @@ class OutputLock:
                 aside.unlink()
             return
         aside.unlink()
-        warnings.warn(f"{self.path}: taking over the lock of PID {holder.get('pid')} (started "
-                      f"{holder.get('started')}), which no longer runs on this host", stacklevel=2)
+        _warn_taking_over(self.path, holder)
 
     def _remove_out(self) -> None:
         if self.created_out:
@@ -177,37 +171,59 @@ class StoreLock:
         self.url = f"{location.url}/{LOCK_NAME}"
         self.fs = location.filesystem()
         self.path = f"{self.fs._strip_protocol(location.url)}/{LOCK_NAME}"
-        self.content = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                   "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode()
+        self.content = _lock_content()
 
     def __enter__(self) -> "StoreLock":
         holder = self._holder()
         if holder is not None:
-            if not isinstance(holder, dict) or holder.get("host") != socket.gethostname() or \
-                    _running(holder.get("pid")):
-                who = (f"PID {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
-                       if isinstance(holder, dict) else "unknown")
-                raise OutputLocked(f"another onmsc-dask run ({who}) writes its stages into "
-                                   f"{self.url.rsplit('/', 1)[0]}; wait for it to end (if that run is gone, delete "
-                                   f"{self.url})")
-            warnings.warn(f"{self.url}: taking over the lock of PID {holder.get('pid')} (started "
-                          f"{holder.get('started')}), which no longer runs on this host", stacklevel=2)
-        self.fs.pipe(self.path, self.content)
+            if not holder or _live(holder):
+                raise OutputLocked(f"another onmsc-dask run ({_holder_text(holder) if holder else 'unknown'}) writes "
+                                   f"its stages into {self.url.rsplit('/', 1)[0]}; wait for it to end (if that run "
+                                   f"is gone, delete {self.url})")
+            _warn_taking_over(self.url, holder)
+        self.fs.pipe(self.path, self.content.encode())
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._holder() == json.loads(self.content):
             self.fs.rm(self.path)
 
-    def _holder(self) -> Any:
-        """The lock's content (a dict when it is one of ours), None when there is none."""
+    def _holder(self) -> dict | None:
+        """The lock as a dict ({} when it is not one of ours), None when there is none."""
         self.fs.invalidate_cache()
         try:
-            return json.loads(self.fs.cat(self.path))
+            return _parsed(self.fs.cat(self.path))
         except FileNotFoundError:
             return None
-        except ValueError:
-            return "not a lock"
+
+
+def _lock_content() -> str:
+    """A lock's content: this process's PID and host, and the time it started to hold it."""
+    return json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                       "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+
+
+def _parsed(content: str | bytes) -> dict:
+    """A lock's content as a dict, {} when it is not one of ours."""
+    try:
+        holder = json.loads(content)
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _live(holder: dict) -> bool:
+    """Whether the run holding a lock may still run: on another host, or a process of this host that runs."""
+    return holder.get("host") != socket.gethostname() or _running(holder.get("pid"))
+
+
+def _holder_text(holder: dict) -> str:
+    return f"PID {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
+
+
+def _warn_taking_over(lock: Any, holder: dict) -> None:
+    warnings.warn(f"{lock}: taking over the lock of PID {holder.get('pid')} (started {holder.get('started')}), which "
+                  "no longer runs on this host", stacklevel=3)
 
 
 def _running(pid: Any) -> bool:

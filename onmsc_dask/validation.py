@@ -1,6 +1,7 @@
 """Input checks with errors that name the view and the problem (scikit-learn ``check_array`` style)."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -32,6 +33,12 @@ def user_warning(message: str) -> None:
 def view_label(p: int, names: Sequence[str] | None = None) -> str:
     """How errors name view p: ``view 1`` or ``view 1 ('text')``."""
     return f"view {p}" + (f" ({names[p]!r})" if names is not None else "")
+
+
+def check_known_shape(X, label: str) -> None:
+    """A dask array's shape must be known (not NaN, as after boolean indexing)."""
+    if any(math.isnan(size) for size in X.shape):
+        raise ValueError(f"{label}: has unknown chunk sizes; call compute_chunk_sizes() first")
 
 
 def check_same_rows(n_rows: Sequence[int], names: Sequence[str] | None = None) -> int:
