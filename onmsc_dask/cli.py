@@ -335,11 +335,14 @@ def _recorded(store: Any, fingerprint: dict | None) -> Any:
 
 
 def _finished(store: Any) -> str:
-    """The store's finished stages, comma-separated, in pipeline order."""
+    """The store's finished stages, comma-separated, in pipeline order, and those of them whose files are damaged
+    (the run recomputes them)."""
     from .outofcore import STAGES
 
-    done = store.finished_stages()
-    return ", ".join(sorted(done, key=lambda name: STAGES.index(name) if name in STAGES else len(STAGES))) or "none"
+    done = sorted(store.finished_stages(), key=lambda name: STAGES.index(name) if name in STAGES else len(STAGES))
+    damaged = [stage for stage in done if store.stage_damage(stage) is not None]
+    whole = ", ".join(stage for stage in done if stage not in damaged) or "none"
+    return whole + (f"; damaged, to be recomputed: {', '.join(damaged)}" if damaged else "")
 
 
 def _image_metadata(args: argparse.Namespace, views: list) -> dict:
@@ -700,7 +703,7 @@ def _resume_hint(args: argparse.Namespace) -> str:
         finished = _finished(MultiViewStore(where, args.storage_options if url else None))
     except (ValueError, OSError):  # no store yet (or not a whole one)
         return "nothing was kept; run the same command again"
-    if finished == "none":
+    if finished.startswith("none"):
         return f"{where} is kept (no stage finished); run the same command again to reuse it"
     return f"{where} keeps the finished stages ({finished}); run the same command again to resume after the last of them"
 

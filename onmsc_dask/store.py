@@ -344,7 +344,7 @@ class MultiViewStore:
         ValueError naming the stage if damaged."""
         node = self._result(stage, name)
         if self._stage(stage).attrs.get("files") is not None:  # recorded when the stage completed
-            self._raise_damaged(stage, self._damage(stage, name))
+            self._raise_damaged(stage, self.stage_damage(stage, name))
         if isinstance(node, zarr.Array):
             return self._read(stage, name, lambda: node[...])
         if "sparse" in node.attrs:
@@ -372,7 +372,7 @@ class MultiViewStore:
             raise ValueError(f"store {self.path}: stage {stage!r} is damaged ({damage}); delete "
                              f"{self.path}/stages/{stage} and run again to recompute it") from cause
 
-    def _damage(self, stage: str, name: str | None = None) -> str | None:
+    def stage_damage(self, stage: str, name: str | None = None) -> str | None:
         """What is wrong with the files of `stage` (of its result `name` only, if given) against the sizes and
         CRC-32s recorded when it completed, or None; a stage without that record is reported as such."""
         recorded = self._stage(stage).attrs.get("files")
@@ -392,7 +392,7 @@ class MultiViewStore:
         if not (attrs.get("complete") is True and attrs.get("params_hash") == _params_hash(_to_json(params, "params"))
                 and all(name in group for name in names)):
             return False
-        damage = self._damage(stage)  # checked before anything is read: a missing chunk must not read as data
+        damage = self.stage_damage(stage)  # checked before anything is read: a missing chunk must not read as data
         if damage is not None:
             user_warning(f"store {self.path}: stage {stage!r} is damaged ({damage}); it is recomputed")
         return damage is None

@@ -80,6 +80,24 @@ def test_every_chunk_file_of_the_cli_in_memory_stages_is_checked(tmp_path):
     assert set(stages) == {"view_graphs", "view_embeddings", "onmsc"} and checked >= 15
 
 
+def test_the_resuming_line_names_a_damaged_stage_apart(tmp_path, capsys):
+    """It used to list a damaged stage among the finished ones, then warn that it is recomputed."""
+    views = _digits3(120)
+    np.savez(tmp_path / "d.npz", view0=views[0], view1=views[2])
+    out = tmp_path / "out"
+    command = ["run", "--data", str(tmp_path / "d.npz"), "--n-clusters", "3", "--out", str(out), "--workers", "1",
+               "--embedding", "anchor", "--n-landmarks", "40"]
+    assert main(command) == 0
+    first = np.load(out / "labels.npy")
+    _damage(_chunk_files(out / "views.zarr" / "stages" / "fusion")[0], "truncate")
+    capsys.readouterr()
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert (f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks, anchor_graph, embeddings, "
+            "labels, onmsc; damaged, to be recomputed: fusion)\n") in err
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), first)
+
+
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     """A store with every out-of-core stage finished, and its labels."""
