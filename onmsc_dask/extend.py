@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -212,11 +213,14 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
     return views
 
 
-def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None) -> np.ndarray:
+def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None, first_row: int = 0,
+           starts: Sequence[int] | None = None, block_id: tuple[int, ...] | None = None) -> np.ndarray:
     """``method`` ("predict" or "transform") of row blocks of every view, after checking they are finite (errors
-    name the views by ``names``)."""
+    name the views by ``names`` and the rows in the whole input: the block starts at ``first_row``, or, as a dask
+    block, at ``starts[block_id[0]]``)."""
+    first_row = starts[block_id[0]] if block_id is not None else first_row
     for p, X in enumerate(blocks):
-        check_finite(X, view_label(p, names))
+        check_finite(X, view_label(p, names), first_row)
     return getattr(ext, method)(list(blocks))
 
 
@@ -259,7 +263,8 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = [X.rechunk((rows, -1)) for X in views]
         kwargs = dict(drop_axis=1, dtype=np.int64) if method == "predict" else dict(chunks=(rows, (width,)),
                                                                                      dtype=np.float64)
-        return da.map_blocks(partial(_block, names=names), scattered(ext, broadcast=True), method, *views,
+        starts = tuple(int(s) for s in np.cumsum((0,) + rows[:-1]))
+        return da.map_blocks(partial(_block, names=names, starts=starts), scattered(ext, broadcast=True), method, *views,
                              meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
     n, threads = views[0].shape[0], _threads()
     if not n:
@@ -267,7 +272,8 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
     # one thread per core, each with a one-thread BLAS: the landmark search's GEMM and the rest of each block (argmin,
     # distances, sparse products) run in parallel, with less CPU than one BLAS spread over the cores
     with _BLAS_LIMIT, threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
-        return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views), names=names),
+        return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views), names=names,
+                                                              first_row=b[0]),
                                             _row_blocks(n, threads))))
 
 

@@ -293,6 +293,11 @@ def test_predict_errors_name_the_views_as_the_fit_did():
     for new in ([views[0], bad], [da.from_array(views[0], chunks=100), da.from_array(bad, chunks=100)]):
         with pytest.raises(ValueError, match=r"^view 1 \('shape'\): contains NaN values \(e\.g\. in rows \[3\]\)"):
             np.asarray(model.predict(new))
+    late = views[1].copy()
+    late[250, 0] = np.inf  # past the first row block or dask chunk: its rows used to be numbered within the block
+    for new in ([views[0], late], [da.from_array(views[0], chunks=100), da.from_array(late, chunks=100)]):
+        with pytest.raises(ValueError, match=r"^view 1 \('shape'\): contains infinite values \(e\.g\. in rows \[250\]\)"):
+            np.asarray(model.predict(new))
     with pytest.raises(ValueError, match=r"^view 1 \('shape'\): has shape \(300, 3\), expected \(n, 4\)"):
         model.predict([views[0], views[1][:, :3]])
     with pytest.warns(UserWarning, match=r"view 1 \('flat'\): is constant"):
