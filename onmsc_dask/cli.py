@@ -576,9 +576,6 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
         log("writing the results to the store, and the report")
 
     metrics = None if y is None else evaluate(y, fit["labels"])
-    print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))
-    if metrics:
-        print(scores_line(metrics))
     params = fit["resolved"] | {"order": args.order, "random_state": args.random_state}
     results = {**fit.get("intermediate", {}),
                "onmsc": {name: np.asarray(fit[name]) for name in ("labels", "embedding", "target", "view_weights",
@@ -594,6 +591,9 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     write_report(args.out, _page(store, source, fit, report, args.random_state))
     log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy, labels.csv")
+    print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))  # once the results are on disk
+    if metrics:
+        print(scores_line(metrics))
     return report
 
 

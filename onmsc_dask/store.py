@@ -324,13 +324,17 @@ class MultiViewStore:
         _check_key(name, "result name")
         params = _to_json(params, "params")
         digest = _params_hash(params)
-        stages = _open_group(self.path, "r+").require_group("stages")
-        if stage in stages and stages[stage].attrs.get("params_hash") != digest:
+        root = _open_group(self.path, "r+")
+        stages = root.require_group("stages")
+        try:
+            same = _stage_group(root, stage).attrs.get("params_hash") == digest
+        except (KeyError, _Unreadable):  # absent, or metadata that cannot be parsed: written anew
+            same = False
+        if not same:
             del stages[stage]
         group = stages.require_group(stage)
         group.attrs.update({"params": params, "params_hash": digest, "complete": False, "files": None})
-        if name in group:
-            del group[name]
+        del group[name]  # (deleting reads no metadata: also a damaged one's)
         _write_result(group, name, value)
 
     def _result(self, stage: str, name: str) -> zarr.Array | zarr.Group:
@@ -375,7 +379,10 @@ class MultiViewStore:
     def stage_damage(self, stage: str, name: str | None = None) -> str | None:
         """What is wrong with the files of `stage` (of its result `name` only, if given) against the sizes and
         CRC-32s recorded when it completed, or None; a stage without that record is reported as such."""
-        recorded = self._stage(stage).attrs.get("files")
+        try:
+            recorded = _stage_group(self._root, stage).attrs.get("files")
+        except _Unreadable as exc:
+            return str(exc)
         if recorded is None:
             return "no record of its files, written by an older onmsc-dask"
         fs, folder = _files(self.path, f"stages/{stage}")
@@ -385,17 +392,20 @@ class MultiViewStore:
     def has_stage(self, stage: str, params: dict, names: Sequence[str]) -> bool:
         """Whether `stage` was completed with `params` and holds all results `names`."""
         try:
-            group = self._stage(stage)
+            attrs = _stage_group(self._root, stage).attrs
         except KeyError:
             return False
-        attrs = group.attrs
-        if not (attrs.get("complete") is True and attrs.get("params_hash") == _params_hash(_to_json(params, "params"))
-                and all(name in group for name in names)):
-            return False
+        except _Unreadable:
+            pass  # stage_damage says so
+        else:
+            if not (attrs.get("complete") is True
+                    and attrs.get("params_hash") == _params_hash(_to_json(params, "params"))):
+                return False
         damage = self.stage_damage(stage)  # checked before anything is read: a missing chunk must not read as data
         if damage is not None:
             user_warning(f"store {self.path}: stage {stage!r} is damaged ({damage}); it is recomputed")
-        return damage is None
+            return False
+        return all(name in self._stage(stage) for name in names)
 
     def mark_complete(self, stage: str) -> None:
         """Flag `stage` complete, recording the size and CRC-32 of each of its files (checked by has_stage and
@@ -420,10 +430,9 @@ class MultiViewStore:
         return _file_damage(*_files(self.path), recorded, named=False)
 
     def finished_stages(self) -> list[str]:
-        """Names of the stages marked complete."""
-        if "stages" not in self._root:
-            return []
-        return sorted(name for name, group in self._root["stages"].groups() if group.attrs.get("complete") is True)
+        """Names of the stages marked complete, and of those whose metadata cannot be read (stage_damage names
+        them damaged)."""
+        return [name for name, attrs in self._stage_attrs().items() if attrs is None or attrs.get("complete") is True]
 
     @property
     def content_id(self) -> str | None:
@@ -437,16 +446,35 @@ class MultiViewStore:
         _open_group(self.path, "r+").attrs["metadata"] = self.metadata
 
     def stages(self) -> dict[str, dict]:
-        """Params of every stage in the store (complete or not)."""
-        if "stages" not in self._root:
+        """Params of every stage in the store (complete or not) whose metadata can be read."""
+        return {name: attrs.get("params", {}) for name, attrs in self._stage_attrs().items() if attrs is not None}
+
+    def _stage_attrs(self) -> dict[str, dict | None]:
+        """The attributes of each stage, by name (None where its metadata cannot be read), from a listing of the
+        store's files: listing the zarr group would parse every stage's metadata."""
+        fs, folder = _files(self.path, "stages")
+        if not fs.exists(folder):
             return {}
-        return {name: group.attrs["params"] for name, group in self._root["stages"].groups()}
+        attrs = {}
+        for entry in sorted(fs.ls(folder, detail=True), key=lambda entry: entry["name"]):
+            if entry["type"] == "directory":
+                name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+                try:
+                    attrs[name] = _stage_group(self._root, name).attrs.asdict()
+                except KeyError:  # not a zarr group
+                    continue
+                except _Unreadable:
+                    attrs[name] = None
+        return attrs
 
     def _stage(self, stage: str) -> zarr.Group:
-        _check_key(stage, "stage")
-        if f"stages/{stage}" not in self._root:
-            raise KeyError(f"store {self.path} has no stage {stage!r}")
-        return self._root[f"stages/{stage}"]
+        """The group of `stage`: KeyError if absent, ValueError naming the stage if its metadata cannot be read."""
+        try:
+            return _stage_group(self._root, stage)
+        except KeyError:
+            raise KeyError(f"store {self.path} has no stage {stage!r}") from None
+        except _Unreadable as exc:
+            self._raise_damaged(stage, str(exc), exc.__cause__)
 
 
 # ---------------------------------------------------------------- validation
@@ -591,6 +619,25 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
         path.rename(old)
     partial.rename(path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+class _Unreadable(Exception):
+    """A stage whose zarr metadata cannot be parsed (its message says why)."""
+
+
+def _stage_group(root: zarr.Group, stage: str) -> zarr.Group:
+    """The group of `stage` in the store's ``root`` group: KeyError if absent, _Unreadable if its metadata cannot be
+    parsed."""
+    _check_key(stage, "stage")
+    key = f"stages/{stage}"
+    try:
+        if key not in root:
+            raise KeyError(stage)
+        return root[key]
+    except KeyError:
+        raise
+    except Exception as exc:  # zarr raises the JSON parser's errors, or its own on bad metadata
+        raise _Unreadable(f"its metadata cannot be read: {type(exc).__name__}: {exc}") from exc
 
 
 def _open_group(path: Path | Location, mode: str) -> zarr.Group:

@@ -130,6 +130,45 @@ def test_a_damaged_stage_is_recomputed_with_a_warning_and_the_same_labels(fitted
         assert fit_store(copy, 10, **OOC).computed_stages == []
 
 
+@pytest.mark.parametrize("stage", ["landmarks", "fusion"])
+@pytest.mark.parametrize("node", ["stage", "result"])
+def test_a_stage_whose_metadata_cannot_be_parsed_is_recomputed(fitted, tmp_path, stage, node):
+    """A stage's own zarr.json (which holds its record) or one of its results' made unparseable: every rerun used to
+    stop with the JSON parser's bare message, naming no file; now the stage is recomputed with a warning."""
+    path, labels = fitted
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(path, copy)
+    folder = copy / "stages" / stage
+    target = folder / "zarr.json" if node == "stage" else next(folder.glob("*/zarr.json"))
+    target.write_text("{")
+    store = MultiViewStore(copy)
+    assert stage in store.finished_stages() and store.stage_damage(stage) is not None
+    match = "its metadata cannot be read: JSONDecodeError" if node == "stage" else r"file \w+/zarr.json has 1 bytes"
+    with pytest.warns(UserWarning, match=f"stage '{stage}' is damaged \\({match}.*; it is recomputed"):
+        result = fit_store(copy, 10, **OOC)
+    assert result.computed_stages == list(STAGES[STAGES.index(stage):])
+    np.testing.assert_array_equal(result.labels, labels)
+    assert fit_store(copy, 10, **OOC).computed_stages == []
+
+
+def test_an_in_memory_run_writes_a_stage_whose_metadata_cannot_be_parsed_again(tmp_path, capsys):
+    """The CLI's in-memory stages: the run used to print its results, then fail writing them ('Expecting property
+    name enclosed in double quotes'), leaving the previous run's labels, on every rerun."""
+    views = _digits3(120)
+    np.savez(tmp_path / "d.npz", view0=views[0], view1=views[2])
+    out = tmp_path / "out"
+    command = ["run", "--data", str(tmp_path / "d.npz"), "--n-clusters", "3", "--out", str(out), "--workers", "1",
+               "--embedding", "exact"]
+    assert main(command) == 0
+    first = np.load(out / "labels.npy")
+    (out / "views.zarr" / "stages" / "view_graphs" / "zarr.json").write_text("{")
+    next((out / "views.zarr" / "stages" / "onmsc").glob("*/zarr.json")).write_text("{")
+    (out / "labels.npy").unlink()
+    assert main(command) == 0
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), first)
+    assert MultiViewStore(out / "views.zarr").stage_damage("view_graphs") is None
+
+
 def test_a_stage_without_a_record_of_its_files_is_recomputed(fitted, tmp_path):
     """A finished stage written before stages recorded their files cannot be checked: recomputed, with a warning."""
     copy = tmp_path / "s.zarr"
