@@ -451,8 +451,16 @@ def load_view_files(
         raise ValueError(f"{y_path}: labels go in a .npy or .csv file")
     views = [_as_view(_read_view_file(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
     views = _check_rows(views, ", ".join(map(str, paths)), view_file_names(paths) if names is None else names)
-    return views, None if y_path is None else as_labels(_read_view_file(Path(y_path)), len(views[0]),
-                                                         name=str(y_path))
+    if y_path is None:
+        return views, None
+    try:
+        y = _read_view_file(Path(y_path))
+    except ValueError as exc:
+        if "not a numeric CSV file" not in str(exc):
+            raise
+        raise ValueError(f"{exc}; labels are integer class ids (encode class names with "
+                         "np.unique(names, return_inverse=True))") from None
+    return views, as_labels(y, len(views[0]), name=str(y_path))
 
 
 def view_file_names(paths: Sequence[PathLike]) -> list[str] | None:
@@ -572,14 +580,18 @@ def _read_csv(path: Path) -> np.ndarray:
             if header and consecutive and not index:  # a sample could read 0, 1, 2, ... too
                 user_warning(f"{path}: first row {first.strip()} taken as column names (as pandas writes them: "
                              "consecutive integers, and the next row is not), not as a sample")
-            data = np.loadtxt(numbered(itertools.chain(head[header:], rows)), delimiter=",", ndmin=2,
-                              dtype=np.float64)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "loadtxt: input contained no data")  # the error below says it
+                data = np.loadtxt(numbered(itertools.chain(head[header:], rows)), delimiter=",", ndmin=2,
+                                  dtype=np.float64)
     except UnicodeDecodeError as exc:
         byte = f"byte 0x{exc.object[exc.start]:02x}: {exc.reason}"  # exc.start counts from a buffer, not the file
         raise ValueError(f"{path}: not a UTF-8 text file, as CSV files must be ({byte})") from exc
     except ValueError as exc:  # numpy's own row numbers skip the header and blank lines, and start at 0 or 1
         message = re.sub(r" at row \d+", "", str(exc))
         raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message})") from exc
+    if not data.size:
+        raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
     return data[:, 1:] if header and index else data
 
 

@@ -70,7 +70,13 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
         raise ValueError(f"{name}: has shape {y.shape}, expected a vector")
     y = y.ravel()
     if y.dtype.kind == "f" and not (np.isfinite(y).all() and np.array_equal(y, np.round(y))):
-        raise ValueError(f"{name}: holds non-integer values")
+        missing = np.flatnonzero(np.isnan(y))
+        if missing.size:
+            raise ValueError(f"{name}: holds missing values (NaN, e.g. in rows {missing[:5].tolist()}); every sample "
+                             "needs a label")
+        row = np.flatnonzero(~np.isfinite(y) | (y != np.round(y)))[0]
+        raise ValueError(f"{name}: holds non-integer values (e.g. {y[row]} in row {row}); labels are integer class "
+                         "ids")
     if y.dtype.kind not in "biuf":
         raise ValueError(
             f"{name}: has dtype {y.dtype}, expected integers "

@@ -429,6 +429,34 @@ def test_csv_read_errors_name_the_file(tmp_path):
         load(tmp_path / "latin.csv")
 
 
+def test_empty_and_header_only_csv_files_are_named(tmp_path):
+    """They used to print numpy's 'loadtxt: input contained no data: "<generator object …>"' warning, then fail as
+    'view 1: has shape (0, 1)' (also for a header of 3 columns)."""
+    np.savetxt(tmp_path / "a.csv", np.ones((3, 2)), delimiter=",")
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "header.csv").write_text("x,y,z\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^.*empty\.csv: holds no data rows$"):
+            load_view_files([tmp_path / "a.csv", tmp_path / "empty.csv"])
+        with pytest.raises(ValueError, match=r"header\.csv: holds no data rows \(only a header row\)$"):
+            load_view_files([tmp_path / "a.csv", tmp_path / "header.csv"])
+
+
+@pytest.mark.parametrize("labels, error", [
+    ("label\na\nb\na\n", r"y\.csv: not a numeric CSV file \(line 2: .*\); labels are integer class ids \(encode "
+                          r"class names with np\.unique"),
+    ("0\nnan\n1\n", r"y\.csv: holds missing values \(NaN, e\.g\. in rows \[1\]\); every sample needs a label"),
+    ("0\n1.5\n1\n", r"y\.csv: holds non-integer values \(e\.g\. 1\.5 in row 1\); labels are integer class ids"),
+])
+def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):
+    """Class names used to give only 'not a numeric CSV file', NaN labels 'holds non-integer values'."""
+    np.savetxt(tmp_path / "a.csv", np.ones((3, 2)), delimiter=",")
+    (tmp_path / "y.csv").write_text(labels)
+    with pytest.raises(ValueError, match=error):
+        load_view_files(tmp_path / "a.csv", y_path=tmp_path / "y.csv")
+
+
 # -------------------------------------------------------------------- dispatch
 
 
