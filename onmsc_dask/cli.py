@@ -35,7 +35,7 @@ from .datasets import DATASETS
 from .progress import Progress
 from .validation import SEED_MAX
 
-EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED = 2, 1, 130
+EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 130, 143
 DEFAULT_WORKERS = 2
 #: seconds to wait for a --scheduler to answer, and then for its first worker
 SCHEDULER_TIMEOUT = 60.0
@@ -662,15 +662,37 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
     }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a batch scheduler's end of job), raised like Ctrl-C's KeyboardInterrupt so the
+    run stops the same way: its cluster closed, its locks released, one line."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises Terminated meanwhile (in the main thread, where Python runs signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input or no scheduler, 1 the cluster
-    lost the computation, 130 interrupted)."""
+    lost the computation, 130 interrupted, 143 terminated)."""
     args = build_parser().parse_args(argv)
     from distributed.client import ClosedClientError
 
     from .supervision import ClusterLost
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _sigterm_raises():
         warnings.showwarning = _show_warning
         try:
             log = _Log(quiet=args.quiet)
@@ -686,9 +708,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
                   f"{_resume_hint(args)}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
-        except KeyboardInterrupt:
-            print(f"onmsc-dask: interrupted; {_resume_hint(args)}", file=sys.stderr)
-            return EXIT_INTERRUPTED
+        except KeyboardInterrupt as exc:
+            terminated = isinstance(exc, Terminated)
+            print(f"onmsc-dask: {'terminated (SIGTERM)' if terminated else 'interrupted'}; {_resume_hint(args)}",
+                  file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     return 0
 
 

@@ -245,12 +245,14 @@ def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     assert f"another onmsc-dask run (PID {os.getpid()} on elsewhere, started now)" in capsys.readouterr().err
 
 
-def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, data):
-    """SIGINT to the process group of a run on its LocalCluster (Ctrl-C in a terminal) as the anchor_graph stage
-    starts: one line saying what is kept and how to resume, exit 130, no traceback from it or its workers (it used
-    to be a KeyboardInterrupt traceback); the same command then resumes after the landmarks (it used to replace
-    the store and recompute every stage) to the labels of an undisturbed run; with the input changed it starts
-    over."""
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, data, how):
+    """SIGINT to the process group of a run on its LocalCluster (Ctrl-C in a terminal), or SIGTERM to the run (kill,
+    timeout, a batch scheduler), as the anchor_graph stage starts: one line saying what is kept and how to resume,
+    exit 130 / 143, no traceback from it or its workers (it used to be a KeyboardInterrupt traceback; SIGTERM ended it
+    at once, with multiprocessing's leaked-semaphore warning and its lock file left), the lock released; the same
+    command then resumes after the landmarks (it used to replace the store and recompute every stage) to the labels
+    of an undisturbed run; with the input changed it starts over."""
     path, reference = data
     out = tmp_path / "out"
     command = [sys.executable, "-m", "onmsc_dask", "run", "--data", str(path), "--out", str(out), "--embedding",
@@ -260,11 +262,14 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, data):
     for line in run.stderr:
         err.append(line.rstrip("\n"))
         if line.endswith("stage 2/5 anchor_graph ...\n"):
-            os.killpg(run.pid, signal.SIGINT)
-    assert run.wait(120) == 130, err
-    assert err[-1].startswith(f"onmsc-dask: interrupted; {out / 'views.zarr'} keeps the finished stages (landmarks")
+            os.killpg(run.pid, signal.SIGINT) if how == "ctrl-c" else run.send_signal(signal.SIGTERM)
+    assert run.wait(120) == (130 if how == "ctrl-c" else 143), err
+    said = "interrupted" if how == "ctrl-c" else "terminated (SIGTERM)"
+    assert err[-1].startswith(f"onmsc-dask: {said}; {out / 'views.zarr'} keeps the finished stages (landmarks"), err
     assert err[-1].endswith("); run the same command again to resume after the last of them")
-    assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in err), "\n".join(err)
+    assert not any(word in line for line in err for word in ("Traceback", "KeyboardInterrupt", "leaked")), \
+        "\n".join(err)
+    assert not (out / supervision.LOCK_NAME).exists()
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks" in again.stderr
