@@ -245,6 +245,21 @@ def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     assert f"another onmsc-dask run (PID {os.getpid()} on elsewhere, started now)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("delay", [0.3, 0.8])
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, delay):
+    """Ctrl-C while `python -m onmsc_dask` imports dask, numpy and the rest (its first second or so): one line, no
+    traceback (it used to be a KeyboardInterrupt traceback from the import under way). A signal that lands later is
+    the run's own one line; either way exit 130 or death by SIGINT, which a shell reports as 130 too."""
+    run = subprocess.Popen([sys.executable, "-m", "onmsc_dask", "run", "--dataset", "digits", "--out",
+                            str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    time.sleep(delay)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode in (130, -signal.SIGINT), err
+    assert err.splitlines()[-1].startswith("onmsc-dask: interrupted") and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, data, how):
     """SIGINT to the process group of a run on its LocalCluster (Ctrl-C in a terminal), or SIGTERM to the run (kill,
