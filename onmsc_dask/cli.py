@@ -335,14 +335,17 @@ def _recorded(store: Any, fingerprint: dict | None) -> Any:
 
 
 def _finished(store: Any) -> str:
-    """The store's finished stages, comma-separated, in pipeline order, and those of them whose files are damaged
-    (the run recomputes them)."""
+    """The store's finished stages, comma-separated, in pipeline order, up to the first whose files are missing,
+    of another size or whose metadata cannot be read (checksums are left to the run): the run recomputes it and
+    every stage after it."""
     from .outofcore import STAGES
 
     done = sorted(store.finished_stages(), key=lambda name: STAGES.index(name) if name in STAGES else len(STAGES))
-    damaged = [stage for stage in done if store.stage_damage(stage) is not None]
-    whole = ", ".join(stage for stage in done if stage not in damaged) or "none"
-    return whole + (f"; damaged, to be recomputed: {', '.join(damaged)}" if damaged else "")
+    damaged = next((i for i, stage in enumerate(done) if store.stage_damage(stage, checksums=False) is not None),
+                   len(done))
+    kept = ", ".join(done[:damaged]) or "none"
+    return kept + (f"; {done[damaged]} is damaged: it and the stages after it are recomputed"
+                   if damaged < len(done) else "")
 
 
 def _image_metadata(args: argparse.Namespace, views: list) -> dict:
@@ -495,17 +498,18 @@ def quiet_client_log() -> Iterator[None]:
 
 
 @contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored while worker processes start, so they inherit that: Ctrl-C in a terminal (which signals the
+def _signal_handler(signum: int, handler: Any) -> Iterator[None]:
+    """``handler`` for ``signum`` meanwhile, in the main thread (where Python sets them; elsewhere nothing changes).
+    SIGINT ignored while worker processes start makes them inherit that: Ctrl-C in a terminal (which signals the
     whole process group) then stops only this process, in one line, and not also every worker with a traceback."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
 
 
 def run(args: argparse.Namespace, log: _Log) -> dict:
@@ -552,7 +556,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
             t = time.perf_counter()
             log(f"starting a local Dask cluster of {workers} worker processes")
             # a task's error reaches the client, which reports it in one line: no worker tracebacks on stderr
-            with _sigint_ignored(), dask.config.set(SCHEDULER_CONFIG):
+            with _signal_handler(signal.SIGINT, signal.SIG_IGN), dask.config.set(SCHEDULER_CONFIG):
                 cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                            dashboard_address=":0", silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster))
@@ -668,20 +672,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
+    """SIGTERM's handler in a run."""
     raise Terminated
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises Terminated meanwhile (in the main thread, where Python runs signal handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -692,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .supervision import ClusterLost
 
-    with warnings.catch_warnings(), _sigterm_raises():
+    with warnings.catch_warnings(), _signal_handler(signal.SIGTERM, _raise_terminated):
         warnings.showwarning = _show_warning
         try:
             log = _Log(quiet=args.quiet)
@@ -725,8 +717,10 @@ def _resume_hint(args: argparse.Namespace) -> str:
     where = url or args.out / "views.zarr"
     try:
         finished = _finished(MultiViewStore(where, args.storage_options if url else None))
-    except (ValueError, OSError):  # no store yet (or not a whole one)
+    except (ValueError, OSError, KeyError):  # no store yet (or not a whole one)
         return "nothing was kept; run the same command again"
+    except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM while the stages are listed
+        return f"{where} may keep finished stages; run the same command again to resume after them"
     if finished.startswith("none"):
         return f"{where} is kept (no stage finished); run the same command again to reuse it"
     return f"{where} keeps the finished stages ({finished}); run the same command again to resume after the last of them"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -214,11 +213,11 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
 
 
 def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None, first_row: int = 0,
-           starts: Sequence[int] | None = None, block_id: tuple[int, ...] | None = None) -> np.ndarray:
+           block_info: dict | None = None) -> np.ndarray:
     """``method`` ("predict" or "transform") of row blocks of every view, after checking they are finite (errors
     name the views by ``names`` and the rows in the whole input: the block starts at ``first_row``, or, as a dask
-    block, at ``starts[block_id[0]]``)."""
-    first_row = starts[block_id[0]] if block_id is not None else first_row
+    block, where ``block_info`` places it)."""
+    first_row = block_info[None]["array-location"][0][0] if block_info is not None else first_row
     for p, X in enumerate(blocks):
         check_finite(X, view_label(p, names), first_row)
     return getattr(ext, method)(list(blocks))
@@ -263,8 +262,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = [X.rechunk((rows, -1)) for X in views]
         kwargs = dict(drop_axis=1, dtype=np.int64) if method == "predict" else dict(chunks=(rows, (width,)),
                                                                                      dtype=np.float64)
-        starts = tuple(int(s) for s in np.cumsum((0,) + rows[:-1]))
-        return da.map_blocks(partial(_block, names=names, starts=starts), scattered(ext, broadcast=True), method, *views,
+        return da.map_blocks(partial(_block, names=names), scattered(ext, broadcast=True), method, *views,
                              meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
     n, threads = views[0].shape[0], _threads()
     if not n:

@@ -456,7 +456,7 @@ def load_view_files(
     try:
         y = _read_view_file(Path(y_path))
     except ValueError as exc:
-        if "not a numeric CSV file" not in str(exc):
+        if "could not convert string" not in str(exc):  # words where numbers go: class names
             raise
         raise ValueError(f"{exc}; labels are integer class ids (encode class names with "
                          "np.unique(names, return_inverse=True))") from None

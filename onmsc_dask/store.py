@@ -382,9 +382,10 @@ class MultiViewStore:
             raise ValueError(f"store {self.path}: stage {stage!r} is damaged ({damage}); delete "
                              f"{self.path}/stages/{stage} and run again to recompute it") from cause
 
-    def stage_damage(self, stage: str, name: str | None = None) -> str | None:
+    def stage_damage(self, stage: str, name: str | None = None, checksums: bool = True) -> str | None:
         """What is wrong with the files of `stage` (of its result `name` only, if given) against the sizes and
-        CRC-32s recorded when it completed, or None; a stage without that record is reported as such."""
+        (with ``checksums``) CRC-32s recorded when it completed, or None; a stage without that record, or whose
+        metadata cannot be read, is reported as such; KeyError if there is no such stage."""
         try:
             recorded = _stage_group(self._root, stage).attrs.get("files")
         except _Unreadable as exc:
@@ -392,7 +393,7 @@ class MultiViewStore:
         if recorded is None:
             return "no record of its files, written by an older onmsc-dask"
         fs, folder = _files(self.path, f"stages/{stage}")
-        return _file_damage(fs, folder, {rel: record for rel, record in recorded.items()
+        return _file_damage(fs, folder, {rel: record if checksums else record[:1] for rel, record in recorded.items()
                                          if name is None or rel.split("/", 1)[0] == name})
 
     def has_stage(self, stage: str, params: dict, names: Sequence[str]) -> bool:
@@ -467,10 +468,10 @@ class MultiViewStore:
                 name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
                 try:
                     attrs[name] = _stage_group(self._root, name).attrs.asdict()
-                except KeyError:  # not a zarr group
-                    continue
                 except _Unreadable:
                     attrs[name] = None
+                except (KeyError, ValueError):  # not a zarr group, or not a stage's name (e.g. .ipynb_checkpoints)
+                    continue
         return attrs
 
     def _stage(self, stage: str) -> zarr.Group:
@@ -481,6 +482,7 @@ class MultiViewStore:
             raise KeyError(f"store {self.path} has no stage {stage!r}") from None
         except _Unreadable as exc:
             self._raise_damaged(stage, str(exc), exc.__cause__)
+            raise AssertionError("unreachable") from exc
 
 
 # ---------------------------------------------------------------- validation
@@ -640,9 +642,7 @@ def _stage_group(root: zarr.Group, stage: str) -> zarr.Group:
         if key not in root:
             raise KeyError(stage)
         return root[key]
-    except KeyError:
-        raise
-    except Exception as exc:  # zarr raises the JSON parser's errors, or its own on bad metadata
+    except (ValueError, TypeError) as exc:  # the JSON parser's errors, zarr's on invalid metadata (not I/O errors)
         raise _Unreadable(f"its metadata cannot be read: {type(exc).__name__}: {exc}") from exc
 
 

@@ -245,7 +245,7 @@ def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     assert f"another onmsc-dask run (PID {os.getpid()} on elsewhere, started now)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("delay", [0.3, 0.8])
+@pytest.mark.parametrize("delay", [0.2, 0.4])
 def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, delay):
     """Ctrl-C while `python -m onmsc_dask` imports dask, numpy and the rest (its first second or so): one line, no
     traceback (it used to be a KeyboardInterrupt traceback from the import under way). A signal that lands later is
@@ -256,8 +256,8 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, delay):
     time.sleep(delay)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=120)
-    assert run.returncode in (130, -signal.SIGINT), err
-    assert err.splitlines()[-1].startswith("onmsc-dask: interrupted") and "Traceback" not in err, err
+    assert run.returncode in (130, -signal.SIGINT) and "Traceback" not in err, err
+    assert not err or err.splitlines()[-1].startswith("onmsc-dask: interrupted"), err  # none: before Python ran
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])

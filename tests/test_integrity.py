@@ -93,8 +93,8 @@ def test_the_resuming_line_names_a_damaged_stage_apart(tmp_path, capsys):
     capsys.readouterr()
     assert main(command) == 0
     err = capsys.readouterr().err
-    assert (f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks, anchor_graph, embeddings, "
-            "labels, onmsc; damaged, to be recomputed: fusion)\n") in err
+    assert (f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks, anchor_graph, embeddings; "
+            "fusion is damaged: it and the stages after it are recomputed)\n") in err
     np.testing.assert_array_equal(np.load(out / "labels.npy"), first)
 
 
@@ -141,6 +141,7 @@ def test_a_stage_whose_metadata_cannot_be_parsed_is_recomputed(fitted, tmp_path,
     folder = copy / "stages" / stage
     target = folder / "zarr.json" if node == "stage" else next(folder.glob("*/zarr.json"))
     target.write_text("{")
+    (copy / "stages" / ".ipynb_checkpoints").mkdir()  # a directory that is no stage is passed over
     store = MultiViewStore(copy)
     assert stage in store.finished_stages() and store.stage_damage(stage) is not None
     match = "its metadata cannot be read: JSONDecodeError" if node == "stage" else r"file \w+/zarr.json has 1 bytes"

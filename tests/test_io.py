@@ -455,6 +455,10 @@ def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):
     (tmp_path / "y.csv").write_text(labels)
     with pytest.raises(ValueError, match=error):
         load_view_files(tmp_path / "a.csv", y_path=tmp_path / "y.csv")
+    (tmp_path / "y.csv").write_text("0,1\n1\n2,0\n")  # ragged: no word for the hint to be about
+    with pytest.raises(ValueError, match=r"y\.csv: not a numeric CSV file") as ragged:
+        load_view_files(tmp_path / "a.csv", y_path=tmp_path / "y.csv")
+    assert "class ids" not in str(ragged.value)
 
 
 # -------------------------------------------------------------------- dispatch

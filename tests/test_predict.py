@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
 
+from onmsc_dask import extend
 from onmsc_dask.api import INTERMEDIATE, ONMSC
 from onmsc_dask.metrics import evaluate
 from onmsc_dask.store import MultiViewStore
@@ -85,7 +86,6 @@ def test_inputs_on_a_cluster_send_no_large_graph(anchor_fit, tmp_path):
 def test_numpy_rows_go_in_equal_blocks_one_thread_per_core(anchor_fit, monkeypatch):
     """numpy input is split into equal row blocks of at most BLOCK_ROWS, as many as a multiple of the threads (one per
     core, each with a one-thread BLAS), covering every row once; the labels do not depend on the blocks."""
-    from onmsc_dask import extend
 
     for n, threads in [(1, 2), (10000, 2), (60000, 2), (8192, 1), (5, 4), (20000, 3)]:
         blocks = extend._row_blocks(n, threads)
@@ -106,7 +106,6 @@ def test_numpy_row_blocks_run_with_a_one_thread_blas(anchor_fit, monkeypatch):
     and leaves the limits as they were."""
     from threadpoolctl import threadpool_info
 
-    from onmsc_dask import extend
 
     model, views, _ = anchor_fit
     blas = lambda: [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]  # noqa: E731
@@ -281,7 +280,7 @@ def test_a_view_left_out_of_the_fit_is_taken_and_checked_not_used():
         model.predict(new)
 
 
-def test_predict_errors_name_the_views_as_the_fit_did():
+def test_predict_errors_name_the_views_as_the_fit_did(monkeypatch):
     """The fit's view_names are kept (view_names_): predict's errors used to say "view 1:" where the fit's said
     "view 1 ('shape'):"."""
     rng = np.random.default_rng(0)
@@ -293,6 +292,7 @@ def test_predict_errors_name_the_views_as_the_fit_did():
     for new in ([views[0], bad], [da.from_array(views[0], chunks=100), da.from_array(bad, chunks=100)]):
         with pytest.raises(ValueError, match=r"^view 1 \('shape'\): contains NaN values \(e\.g\. in rows \[3\]\)"):
             np.asarray(model.predict(new))
+    monkeypatch.setattr(extend, "_threads", lambda: 4)  # numpy rows in 4 blocks whatever the cores
     late = views[1].copy()
     late[250, 0] = np.inf  # past the first row block or dask chunk: its rows used to be numbered within the block
     for new in ([views[0], late], [da.from_array(views[0], chunks=100), da.from_array(late, chunks=100)]):
