@@ -379,8 +379,11 @@ class MultiViewStore:
 
     def _raise_damaged(self, stage: str, damage: str | None, cause: BaseException | None = None) -> None:
         if damage is not None:
-            raise ValueError(f"store {self.path}: stage {stage!r} is damaged ({damage}); delete "
-                             f"{self.path}/stages/{stage} and run again to recompute it") from cause
+            raise self._damaged(stage, damage) from cause
+
+    def _damaged(self, stage: str, damage: str) -> ValueError:
+        return ValueError(f"store {self.path}: stage {stage!r} is damaged ({damage}); delete "
+                          f"{self.path}/stages/{stage} and run again to recompute it")
 
     def stage_damage(self, stage: str, name: str | None = None, checksums: bool = True) -> str | None:
         """What is wrong with the files of `stage` (of its result `name` only, if given) against the sizes and
@@ -481,8 +484,7 @@ class MultiViewStore:
         except KeyError:
             raise KeyError(f"store {self.path} has no stage {stage!r}") from None
         except _Unreadable as exc:
-            self._raise_damaged(stage, str(exc), exc.__cause__)
-            raise AssertionError("unreachable") from exc
+            raise self._damaged(stage, str(exc)) from exc.__cause__
 
 
 # ---------------------------------------------------------------- validation
