@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -231,19 +231,11 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     used as it is when it already is ``DIR/views.zarr``); other input is loaded, validated and written. A
     ``DIR/views.zarr`` written from the same input files, unchanged (_input_files), is used as it is, with its stages:
     the same command resumes. Nothing is created before the input is valid."""
-    from .io import is_store
     from .store import MultiViewStore
     from .validation import check_views
 
-    _check_data(args)
     store_path = args.out / "views.zarr"
-    url = _url(args)
-    given = args.data[0] if url is None and args.data is not None and len(args.data) == 1 and is_store(args.data[0]) \
-        else None
-    if args.storage_options is not None and url is None:
-        raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
-    if args.view_names is not None and (url or given) is not None:
-        raise ValueError(f"--view-names is not used with a store: {url or given} keeps its own view names")
+    url, given = _url(args), _given_store(args)
     if url is not None:  # an object store is read where it is, by the workers; the run's stages go into it
         source = MultiViewStore(url, args.storage_options)
         k = _n_clusters(args, source.labels, source.n_samples, url)
@@ -263,7 +255,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
             return store, source, k, None
         if previous is not None:  # the same command again: an anchor run resumes after its last finished stage
             if _solver(args, store.n_samples) == "anchor":
-                log(f"resuming: {store_path} holds this input (finished stages: {_finished(previous)})")
+                log(f"resuming: {store_path} holds this input (finished stages: {_stages_text(*_finished(previous))})")
             else:
                 log(f"reusing {store_path}: it holds this input; an in-memory run computes every stage again")
             return previous, source, k, given
@@ -285,6 +277,31 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
                                             metadata={"source": name, **_image_metadata(args, views)}), fingerprint)
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The errors the arguments show by themselves, raised before a --scheduler is connected or anything is written:
+    --data and --labels that do not go together, --storage-options without a URL, --view-names with a store, a URL
+    scheme that is not installed or storage options it does not take."""
+    from .location import location
+
+    _check_data(args)
+    url = _url(args)
+    if args.storage_options is not None and url is None:
+        raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
+    given = url or _given_store(args)
+    if args.view_names is not None and given is not None:
+        raise ValueError(f"--view-names is not used with a store: {given} keeps its own view names")
+    if url is not None:
+        location(url, args.storage_options).filesystem()
+
+
+def _given_store(args: argparse.Namespace) -> Path | None:
+    """The local store given as the one --data path, else None."""
+    from .io import is_store
+
+    data = args.data or []
+    return data[0] if len(data) == 1 and isinstance(data[0], Path) and is_store(data[0]) else None
 
 
 def _url(args: argparse.Namespace) -> str | None:
@@ -334,18 +351,22 @@ def _recorded(store: Any, fingerprint: dict | None) -> Any:
     return store
 
 
-def _finished(store: Any) -> str:
-    """The store's finished stages, comma-separated, in pipeline order, up to the first whose files are missing,
-    of another size or whose metadata cannot be read (checksums are left to the run): the run recomputes it and
-    every stage after it."""
+def _finished(store: Any) -> tuple[list[str], str | None]:
+    """The store's finished stages in pipeline order up to the first whose files are missing, of another size or
+    whose metadata cannot be read (checksums are left to the run), and that stage (None if there is none): the run
+    recomputes it and every stage after it."""
     from .outofcore import STAGES
 
     done = sorted(store.finished_stages(), key=lambda name: STAGES.index(name) if name in STAGES else len(STAGES))
     damaged = next((i for i, stage in enumerate(done) if store.stage_damage(stage, checksums=False) is not None),
                    len(done))
-    kept = ", ".join(done[:damaged]) or "none"
-    return kept + (f"; {done[damaged]} is damaged: it and the stages after it are recomputed"
-                   if damaged < len(done) else "")
+    return done[:damaged], done[damaged] if damaged < len(done) else None
+
+
+def _stages_text(kept: list[str], damaged: str | None) -> str:
+    """_finished's stages as a phrase."""
+    return (", ".join(kept) or "none") + (f"; {damaged} is damaged: it and the stages after it are recomputed"
+                                          if damaged is not None else "")
 
 
 def _image_metadata(args: argparse.Namespace, views: list) -> dict:
@@ -432,11 +453,12 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
                          "n_neighbors_tried": {str(N): d for N, d in model.n_neighbors_tried_.items()}}}
 
 
-async def _identity(address: str) -> dict:
-    """The reply of the Dask server at `address` to the "identity" message every server answers."""
+async def _identity(address: str, timeout: float) -> dict:
+    """The reply of the Dask server at `address` to the "identity" message every server answers; connection
+    attempts for up to `timeout` seconds (a scheduler may still be starting)."""
     from distributed.comm import connect as open_comm
 
-    comm = await open_comm(address)
+    comm = await open_comm(address, timeout=timeout)
     try:
         await comm.write({"op": "identity"})
         return await comm.read()
@@ -444,16 +466,16 @@ async def _identity(address: str) -> dict:
         comm.abort()
 
 
-def connect(address: str, timeout: float = SCHEDULER_TIMEOUT) -> Any:
+def connect(address: str, timeout: float = SCHEDULER_TIMEOUT, log: Callable[[str], None] | None = None) -> Any:
     """A distributed Client (the default one from now on) of the scheduler at `address`, which has at least one
     worker; or an OSError within about 2 x `timeout` seconds: a wrong or closed port, an address that is not a
     scheduler (a worker, a dashboard) or a scheduler without workers would otherwise end in a traceback or wait
-    forever (on some ports Client() never returns)."""
+    forever (on some ports Client() never returns). `log` is told when the wait for a first worker begins."""
     from distributed import Client
 
     try:  # a short-lived thread with its own event loop, so this works under a running loop (Jupyter) too
         with ThreadPoolExecutor(1) as pool:
-            server = pool.submit(asyncio.run, asyncio.wait_for(_identity(address), timeout)).result()
+            server = pool.submit(asyncio.run, asyncio.wait_for(_identity(address, timeout), timeout)).result()
     except Exception as exc:  # noqa: BLE001 - any failure means: no usable scheduler there
         detail = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else one_line(exc)
         raise OSError(f"no Dask scheduler at {address} ({detail}); give the address `dask scheduler` prints "
@@ -464,6 +486,8 @@ def connect(address: str, timeout: float = SCHEDULER_TIMEOUT) -> Any:
                       "prints (tcp://HOST:8786 by default)")
     client = Client(address, timeout=f"{timeout}s")
     try:
+        if log is not None and not client.scheduler_info().get("workers"):
+            log(f"waiting up to {timeout:g} s for a worker of the Dask scheduler at {address}")
         client.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
         client.close()
@@ -519,6 +543,7 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
 
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file; it must be a directory (created if missing)")
+    _check_arguments(args)
     with OutputLock(args.out):
         return _run(args, log)
 
@@ -529,7 +554,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
 
     from .metrics import evaluate
     from .location import Location
-    from .supervision import ClusterLost, ClusterWatch, StoreLock, worker_count
+    from .supervision import ClusterWatch, StoreLock, worker_count
     from .report import cluster_sizes, scores_line, sizes_line, write_labels, write_report
 
     timings = {}
@@ -541,7 +566,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
             if args.workers is not None:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
             log(f"connecting to the Dask scheduler at {args.scheduler}")
-            client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT))
+            client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT, log))
             timings["start_cluster"] = time.perf_counter() - t
             _watch(client, stack, log)
         t = time.perf_counter()
@@ -575,7 +600,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
         except (CancelledError, ClosedClientError):
             if watch.lost is None:
                 raise
-            raise ClusterLost(watch.lost) from None
+            raise watch.lost from None
         timings["fit"] = time.perf_counter() - t
         log("writing the results to the store, and the report")
 
@@ -694,11 +719,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ClusterLost as exc:  # no worker left, or no scheduler, for longer than supervision allows
-            print(f"onmsc-dask: error: {exc}; {_resume_hint(args)}", file=sys.stderr)
+            print(f"onmsc-dask: error: {exc}; {_resume_hint(args, _restart(args, exc.scheduler))}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except (CancelledError, ClosedClientError) as exc:  # distributed's, when the scheduler goes away mid-run
             print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
-                  f"{_resume_hint(args)}", file=sys.stderr)
+                  f"{_resume_hint(args, _restart(args, True))}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except KeyboardInterrupt as exc:
             terminated = isinstance(exc, Terminated)
@@ -708,22 +733,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _resume_hint(args: argparse.Namespace) -> str:
-    """What an interrupted run keeps, and how to resume it: the stages of ``DIR/views.zarr``, or of the --data URL
-    store the run writes its stages into (_open_store)."""
+def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:
+    """What an interrupted run keeps, and how to resume it (after `restart`, what the cluster needs first): the stages
+    of ``DIR/views.zarr``, or of the --data URL store the run writes its stages into (_open_store)."""
     from .store import MultiViewStore
 
     url = _url(args)
     where = url or args.out / "views.zarr"
+    again = f"{restart}run the same command again"
     try:
-        finished = _finished(MultiViewStore(where, args.storage_options if url else None))
+        kept, damaged = _finished(MultiViewStore(where, args.storage_options if url else None))
     except (ValueError, OSError, KeyError):  # no store yet (or not a whole one)
-        return "nothing was kept; run the same command again"
+        return f"nothing was kept; {again}"
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM while the stages are listed
-        return f"{where} may keep finished stages; run the same command again to resume after them"
-    if finished.startswith("none"):
-        return f"{where} is kept (no stage finished); run the same command again to reuse it"
-    return f"{where} keeps the finished stages ({finished}); run the same command again to resume after the last of them"
+        return f"{where} may keep finished stages; {again} to resume after them"
+    if not kept:
+        return f"{where} is kept (no stage finished); {again} to reuse it"
+    return f"{where} keeps the finished stages ({_stages_text(kept, damaged)}); {again} to resume after the last of them"
+
+
+def _restart(args: argparse.Namespace, scheduler_lost: bool) -> str:
+    """What a --scheduler cluster needs before the run is resumed: `dask worker` processes exit with their scheduler,
+    so both are restarted after the scheduler is lost, workers started after the workers are. A local cluster is
+    the run's own: nothing."""
+    if not args.scheduler:
+        return ""
+    if scheduler_lost:
+        return (f"restart the Dask scheduler ({args.scheduler}) and its workers (`dask worker` exits with its "
+                "scheduler), then ")
+    return f"start workers with `dask worker {args.scheduler}`, then "
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -20,21 +20,25 @@ SCHEDULER_LOST_TIMEOUT = 10.0
 
 
 class ClusterLost(RuntimeError):
-    """The Dask cluster can no longer finish the computation (no worker left, or the scheduler gone)."""
+    """The Dask cluster can no longer finish the computation: the scheduler gone (`scheduler`), or no worker left."""
+
+    def __init__(self, message: str, scheduler: bool) -> None:
+        super().__init__(message)
+        self.scheduler = scheduler
 
 
 class ClusterWatch:
     """While in use, a thread checks `client` every `poll` seconds; once it has had no worker for
     `no_worker_timeout` seconds, or no scheduler connection for `scheduler_timeout` seconds, it cancels every
     future of the client (what a computation waits for), so the waiting call raises CancelledError, and keeps
-    the reason in ``lost`` (None while the cluster is usable)."""
+    the reason in ``lost``, a ClusterLost (None while the cluster is usable)."""
 
     def __init__(self, client: Any, no_worker_timeout: float | None = None, scheduler_timeout: float | None = None,
                  poll: float = 0.5) -> None:
         self.client, self.poll = client, poll
         self.limits = {"workers": NO_WORKER_TIMEOUT if no_worker_timeout is None else no_worker_timeout,
                        "scheduler": SCHEDULER_LOST_TIMEOUT if scheduler_timeout is None else scheduler_timeout}
-        self.lost: str | None = None
+        self.lost: ClusterLost | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="onmsc-dask cluster watch", daemon=True)
 
@@ -59,14 +63,15 @@ class ClusterWatch:
             since = {problem: since.get(problem, time.monotonic())} if problem else {}
             if problem and time.monotonic() - since[problem] >= self.limits[problem]:
                 limit = self.limits[problem]
-                self.lost = (f"no Dask worker left for {limit:g} s" if problem == "workers" else
-                             f"the Dask scheduler {self.client.scheduler.address} was lost for {limit:g} s")
+                self.lost = ClusterLost(f"no Dask worker left for {limit:g} s" if problem == "workers" else
+                                        f"the Dask scheduler {self.client.scheduler.address} was lost for {limit:g} s",
+                                        scheduler=problem == "scheduler")
                 self.client.loop.add_callback(self._cancel)
 
     def _cancel(self) -> None:
         """Cancel every future of the client, as distributed does when it loses its scheduler (in its loop)."""
         for key in list(self.client.futures):
-            self.client.futures.pop(key).cancel(reason="cluster-lost", msg=self.lost)
+            self.client.futures.pop(key).cancel(reason="cluster-lost", msg=str(self.lost))
 
 
 def worker_count(client: Any) -> int:

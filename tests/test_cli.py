@@ -224,7 +224,8 @@ def test_scheduler_lost_mid_run_is_a_one_line_error(tmp_path, scheduler, monkeyp
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("onmsc-dask: error: the Dask cluster lost the computation (")
     assert err.endswith(f"scheduler-connection-lost. Client lost the connection.); {out / 'views.zarr'} is kept (no "
-                        "stage finished); run the same command again to reuse it")
+                        f"stage finished); restart the Dask scheduler ({scheduler}) and its workers (`dask worker` "
+                        "exits with its scheduler), then run the same command again to reuse it")
     assert logging.getLogger("distributed.client").level == level  # restored
 
 
@@ -590,6 +591,78 @@ def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_p
             assert message in capsys.readouterr().err and not out.exists()
     with pytest.raises(ValueError, match="No clients found"):  # no half-made client left as the default, which
         default_client()  # in-memory fits later in this process would wait on forever
+
+
+def test_connect_waits_its_own_timeout_and_says_when_it_waits_for_a_worker(scheduler):
+    """A closed port is retried for the whole `timeout` (it used to give up after distributed's connect timeout, 30 s,
+    while the docs say 60 s); a scheduler without workers gets a line saying the run waits for one (the heartbeat
+    used to say "connecting" all along); a scheduler with workers, none."""
+    import socket
+    import time
+
+    import dask
+    from onmsc_dask.cli import connect
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        start = time.monotonic()
+        with pytest.raises(OSError, match=f"no Dask scheduler at {address}"):
+            connect(address, timeout=3.0)
+        assert time.monotonic() - start >= 2.9
+    lines = []
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        with pytest.raises(OSError, match="has no workers"):
+            connect(empty.scheduler_address, timeout=1.0, log=lines.append)
+    assert lines == [f"waiting up to 1 s for a worker of the Dask scheduler at {empty.scheduler_address}"]
+    with connect(scheduler, timeout=10.0, log=lines.append):
+        assert len(lines) == 1
+
+
+def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsys, monkeypatch):
+    """--storage-options without a URL, a URL scheme that is not installed and --view-names with a store are known from
+    the arguments: the one-line error comes at once, not after SCHEDULER_TIMEOUT spent connecting (here to a closed
+    port, which would be "no Dask scheduler at ...")."""
+    import socket
+    import time
+
+    monkeypatch.setattr("onmsc_dask.cli.SCHEDULER_TIMEOUT", 30.0)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    store = MultiViewStore.create(tmp_path / "s.zarr", *_blobs(5))
+    out = tmp_path / "out"
+    cases = {("--dataset", "digits", "--storage-options", "{}"): "--storage-options go with a --data URL",
+             ("--data", "s4://bucket/views.zarr"): "s4://bucket/views.zarr: URL scheme 's4' is not available",
+             ("--data", str(store.path), "--view-names", "a", "b"): "--view-names is not used with a store"}
+    for arguments, message in cases.items():
+        start = time.monotonic()
+        assert main(["run", *arguments, "--out", str(out), "--scheduler", address]) == 2
+        assert time.monotonic() - start < 20  # not the 30 s connect timeout
+        assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_lost_workers_of_a_given_scheduler_say_to_start_workers(tmp_path, scheduler, monkeypatch, capsys):
+    """The supervision's "no worker left" with --scheduler: the hint says to start workers first; on a local cluster
+    (the run's own) it says only to run the command again."""
+    from onmsc_dask.supervision import ClusterLost
+
+    def lost(*args, **kwargs):
+        raise ClusterLost("no Dask worker left for 30 s", scheduler=False)
+
+    monkeypatch.setattr("onmsc_dask.cli._fit", lost)
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", "digits", "--out", str(out), "--scheduler", scheduler]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"onmsc-dask: error: no Dask worker left for 30 s; {out / 'views.zarr'} is kept (no stage finished); start "
+        f"workers with `dask worker {scheduler}`, then run the same command again to reuse it")
+    assert main(["run", "--dataset", "digits", "--out", str(out), "--workers", "1"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"onmsc-dask: error: no Dask worker left for 30 s; {out / 'views.zarr'} is kept (no stage finished); run the "
+        "same command again to reuse it")
 
 
 def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):

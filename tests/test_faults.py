@@ -166,7 +166,8 @@ def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cl
         client.unregister_worker_plugin("kill-all")
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == (f"onmsc-dask: error: no Dask worker left for 2 s; {out / 'views.zarr'} keeps the finished "
-                       "stages (landmarks); run the same command again to resume after the last of them"), err
+                       f"stages (landmarks); start workers with `dask worker {cluster.address}`, then run the same "
+                       "command again to resume after the last of them"), err
     assert not any("Traceback" in line for line in err)
     assert not (out / supervision.LOCK_NAME).exists()
     cluster.workers = [cluster.add_worker() for _ in range(2)]
@@ -201,13 +202,15 @@ def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monke
     assert _main_in_thread(["run", "--data", str(path), "--out", str(out), "--scheduler", cluster.address,
                             "--embedding", "anchor", "--n-landmarks", "60"]) == 1
     err = capsys.readouterr().err.splitlines()
-    kept = "is kept (no stage finished); run the same command again to reuse it"
+    restart = (f"restart the Dask scheduler ({cluster.address}) and its workers (`dask worker` exits with its "
+               "scheduler), then run the same command again")
     if moment == "before-compute":
-        assert err[-1] == f"onmsc-dask: error: the Dask scheduler {cluster.address} was lost for 2 s; {out / 'views.zarr'} {kept}"
+        assert err[-1] == (f"onmsc-dask: error: the Dask scheduler {cluster.address} was lost for 2 s; "
+                           f"{out / 'views.zarr'} is kept (no stage finished); {restart} to reuse it")
     else:
         assert err[-1].startswith("onmsc-dask: error: the Dask cluster lost the computation (")
-        assert err[-1].endswith(f"{out / 'views.zarr'} keeps the finished stages (landmarks); run the same command "
-                                "again to resume after the last of them")
+        assert err[-1].endswith(f"{out / 'views.zarr'} keeps the finished stages (landmarks); {restart} to resume "
+                                "after the last of them")
     assert not any("Traceback" in line for line in err), err
 
 
