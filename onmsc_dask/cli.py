@@ -397,7 +397,7 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     return {"python": platform.python_version()} | {package: _version(package) for package in _VERSIONED}
 
 
@@ -687,7 +687,7 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
         "converged": bool(fit["converged"]),
         "refinement_objective": [float(v) for v in fit["refinement_objective"]],
         "timings": timings | {"fit_stages": fit["stages"]},
-        "versions": _versions(),
+        "versions": versions(),
     }
 
 
@@ -709,8 +709,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .supervision import ClusterLost
 
-    with warnings.catch_warnings(), _signal_handler(signal.SIGTERM, _raise_terminated):
-        warnings.showwarning = _show_warning
+    with warnings_as_lines("onmsc-dask"), _signal_handler(signal.SIGTERM, _raise_terminated):
         try:
             log = _Log(quiet=args.quiet)
             with log.watch():
@@ -764,6 +763,13 @@ def _restart(args: argparse.Namespace, scheduler_lost: bool) -> str:
     return f"start workers with `dask worker {args.scheduler}`, then "
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings as one line, like errors (not the Python source line that raised them)."""
-    print(f"onmsc-dask: warning: {message}", file=sys.stderr)
+@contextmanager
+def warnings_as_lines(prog: str) -> Iterator[None]:
+    """Warnings shown meanwhile as one line ``PROG: warning: message`` on stderr, like errors (not with the Python
+    source line that raised them)."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield

@@ -314,23 +314,42 @@ def _read_at_most(f, size: int, block: int = 1 << 24) -> bytes:
     return b"".join(parts)
 
 
+def _open_idx(path: Path) -> Any:
+    """An IDX file opened for reading, through gzip when it is compressed."""
+    with path.open("rb") as f:
+        compressed = f.read(2) == b"\x1f\x8b"
+    return (gzip.open if compressed else open)(path, "rb")
+
+
+def _idx_header(f: Any, path: Path) -> tuple[np.dtype, tuple[int, ...]]:
+    """The value type and dimensions in the header of the IDX file `f` (at its start)."""
+    magic = f.read(4)
+    if len(magic) < 4:
+        raise ValueError(f"{path}: truncated or empty IDX file (no header)")
+    if magic[:2] != b"\0\0" or magic[2] not in _IDX_DTYPES or not magic[3]:
+        raise ValueError(f"{path}: bad magic number 0x{magic.hex()}; not an IDX file")
+    header = f.read(4 * magic[3])
+    if len(header) < 4 * magic[3]:
+        raise ValueError(f"{path}: truncated IDX header")
+    return np.dtype(_IDX_DTYPES[magic[2]]), tuple(int(d) for d in np.frombuffer(header, ">u4"))
+
+
+def idx_shape(path: PathLike) -> tuple[int, ...]:
+    """The dimensions an IDX file's header gives (its data are not read)."""
+    path = Path(path)
+    try:
+        with _open_idx(path) as f:
+            return _idx_header(f, path)[1]
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: corrupt or truncated IDX file ({exc})") from exc
+
+
 def read_idx(path: PathLike) -> np.ndarray:
     """Read one IDX file (MNIST format, optionally gzip-compressed) into a native-endian array."""
     path = Path(path)
-    with path.open("rb") as f:
-        compressed = f.read(2) == b"\x1f\x8b"
     try:
-        with (gzip.open if compressed else open)(path, "rb") as f:
-            magic = f.read(4)
-            if len(magic) < 4:
-                raise ValueError(f"{path}: truncated or empty IDX file (no header)")
-            if magic[:2] != b"\0\0" or magic[2] not in _IDX_DTYPES or not magic[3]:
-                raise ValueError(f"{path}: bad magic number 0x{magic.hex()}; not an IDX file")
-            dtype = np.dtype(_IDX_DTYPES[magic[2]])
-            header = f.read(4 * magic[3])
-            if len(header) < 4 * magic[3]:
-                raise ValueError(f"{path}: truncated IDX header")
-            dims = tuple(int(d) for d in np.frombuffer(header, ">u4"))
+        with _open_idx(path) as f:
+            dtype, dims = _idx_header(f, path)
             size = math.prod(dims) * dtype.itemsize
             payload = _read_at_most(f, size)
             trailing = f.read(1)
@@ -371,6 +390,18 @@ def load_mnist_dir(
     if labels_path is None:
         return images, None
     return images, as_labels(read_idx(labels_path), len(images), name=str(labels_path))
+
+
+def mnist_size(directory: PathLike, split: str = "train") -> tuple[int, np.ndarray | None]:
+    """The number of images of a split of an MNIST-style directory (from its header) and its labels (None if no
+    labels file): what checks a run's parameters before its images are read."""
+    files = _mnist_files(Path(directory))
+    split = _SPLITS.get(split, split)
+    if (split, "images") not in files:
+        load_mnist_dir(directory, split)  # its error
+    n = idx_shape(files[split, "images"])[0]
+    labels = files.get((split, "labels"))
+    return n, None if labels is None else as_labels(read_idx(labels), n, name=str(labels))
 
 
 def mnist_splits(directory: PathLike) -> set[str]:

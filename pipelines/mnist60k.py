@@ -44,12 +44,13 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import cluster_count, connect, one_line, positive_int, quiet_client_log, seed_arg
+from onmsc_dask.cli import (cluster_count, connect, one_line, positive_int, quiet_client_log, seed_arg, versions,
+                            warnings_as_lines)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
-from onmsc_dask.io import load_mnist_dir, mnist_splits
+from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
 from onmsc_dask.progress import Progress
 from onmsc_dask.store import MultiViewStore
-from onmsc_dask.validation import check_n_components
+from onmsc_dask.validation import check_landmarks, check_n_clusters, check_n_components
 
 if TYPE_CHECKING:
     from onmsc_dask.outofcore import OutOfCoreResult
@@ -126,11 +127,33 @@ def dct(images: np.ndarray, size: int = 12) -> np.ndarray:
     return coeffs[:, :size, :size].reshape(len(images), -1)
 
 
+def split_of(data_dir: Path) -> str:
+    """The split the pipeline clusters: train if `data_dir` has it, else t10k."""
+    return "train" if "train" in mnist_splits(data_dir) else "t10k"
+
+
+def check_parameters(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """k (``args.n_clusters``, the number of distinct labels by default) and the parameters that depend on n and k,
+    from the IDX header and the labels: a wrong value is an error before anything is connected, read or written."""
+    split = split_of(args.data_dir)
+    n_images, y = mnist_size(args.data_dir, split)
+    if args.limit is not None and args.limit > n_images:
+        print(f"--limit {args.limit}: the {split} split has only {n_images} images; using all of them", flush=True)
+    n = min(args.limit or n_images, n_images)
+    if args.n_clusters is None:
+        if y is None:
+            parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
+        args.n_clusters = len(np.unique(y[:n]))
+    check_n_clusters(args.n_clusters, n)
+    check_landmarks(args.n_landmarks, None, args.n_clusters, n, check_n_components(args.n_components,
+                                                                                   args.n_clusters, n))
+
+
 def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) -> MultiViewStore:
     """The three-view store of `data_dir`'s images (train split if present, else t10k), reused when it
     already holds the same images (the same files: names, sizes and modification times) in chunks of `chunk_rows`
     rows, rebuilt when it holds other images of this pipeline; any other existing path is left alone (an error)."""
-    split = "train" if "train" in mnist_splits(data_dir) else "t10k"
+    split = split_of(data_dir)
     files = {p.name: [(st := p.stat()).st_size, st.st_mtime_ns] for p in sorted(data_dir.iterdir())
              if p.name.startswith(f"{split}-") and p.is_file()}
     meta = {"source": str(data_dir.resolve()), "split": split, "files": files, "limit": limit,
@@ -269,17 +292,18 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace) -> list[dict]:
     return entries
 
 
-def make_client(args: argparse.Namespace):
+def make_client(args: argparse.Namespace, log: Callable[[str], None] | None = None):
     """A Client on `--scheduler`, or on a new LocalCluster of `--workers` single-threaded workers: threads of this
     process (they share its imports and memory, so nothing is pickled between them; the tasks are NumPy/BLAS
-    calls that release the GIL), or with `--processes` worker processes of `--memory-limit` each."""
+    calls that release the GIL), or with `--processes` worker processes of `--memory-limit` each. `log` hears when
+    the run waits for the scheduler's first worker."""
     from distributed import Client
 
     if args.scheduler:
         if args.workers is not None or args.memory_limit is not None or args.processes:
             print("--workers, --processes and --memory-limit are not used: the scheduler has its own workers",
                   flush=True)
-        return connect(args.scheduler)
+        return connect(args.scheduler, log=log)
     if args.memory_limit is not None and not args.processes:
         print("--memory-limit is not used without --processes: thread workers share this process's memory",
               flush=True)
@@ -288,10 +312,11 @@ def make_client(args: argparse.Namespace):
                       memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0, dashboard_address=":0")
 
 
-def enter_client(args: argparse.Namespace, stack: ExitStack) -> Any:
-    """make_client(args), closed with `stack`, under quiet_client_log (a lost scheduler: only the one-line error)."""
+def enter_client(args: argparse.Namespace, stack: ExitStack, log: Callable[[str], None] | None = None) -> Any:
+    """make_client(args, log), closed with `stack`, under quiet_client_log (a lost scheduler: only the one-line
+    error)."""
     stack.enter_context(quiet_client_log())
-    return stack.enter_context(make_client(args))
+    return stack.enter_context(make_client(args, log))
 
 
 def blas_threads(args: argparse.Namespace) -> AbstractContextManager:
@@ -392,13 +417,14 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"{args.data_dir} is not a directory (apt-get install dataset-fashion-mnist, or pass --data-dir)")
     if not mnist_splits(args.data_dir):
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
+    check_parameters(args, parser)
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
     with ExitStack() as cluster, ExitStack() as stack:
         client = None
         if args.scheduler:  # first: a wrong --scheduler fails before anything is read or written
             log(f"connecting to {args.scheduler}")
-            client = enter_client(args, cluster)
+            client = enter_client(args, cluster, log)
             stack.enter_context(log.watch())  # the client's threads run: the views are built here, with progress
         log(f"building the three views of {args.data_dir}")
         # in a child process while this one imports the fit's modules, unless a thread runs here (the client's)
@@ -414,7 +440,7 @@ def main(argv: list[str] | None = None) -> dict:
             client = enter_client(args, cluster)
         log(f"Dask dashboard: {client.dashboard_link}")
         log.client = client
-        report, store, result = fit(args, parser, client, log, built)
+        report, store, result = fit(args, client, log, built)
         log.client = None
         cluster.close()  # the client and its LocalCluster: the workers' memory is freed before the report
         log("writing report.json, report.html, labels, convergence.png")
@@ -439,20 +465,13 @@ def main(argv: list[str] | None = None) -> dict:
     return report
 
 
-def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any, log: Progress,
+def fit(args: argparse.Namespace, client: Any, log: Progress,
         built: Callable[[], tuple[MultiViewStore, float]]) -> tuple[dict, MultiViewStore, Any]:
     """Wait for the store (start_build's call `built`: built or reused), fit it, and the report's content."""
     from onmsc_dask.report import cluster_sizes
 
     store, t_store = built()
     log(f"store {store.path}: {store.n_samples} samples, views {store.view_names} ({t_store:.1f}s)")
-    if args.limit is not None and args.limit > store.n_samples:
-        print(f"--limit {args.limit}: the {store.metadata['split']} split has only {store.n_samples} images; "
-              "using all of them", flush=True)
-    if args.n_clusters is None:
-        if store.labels is None:
-            parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
-        args.n_clusters = len(np.unique(store.labels))
     t1 = time.perf_counter()
     result = fit_anchor(store, args, args.n_landmarks, args.refine, progress=lambda line: log(f"  {line}"))
     seconds = time.perf_counter() - t1
@@ -467,10 +486,12 @@ def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any, 
               "fit_seconds": seconds, "stage_seconds": result.timings,
               "computed_stages": result.computed_stages,  # the others were read back from the store (resumed)
               "n_iter": len(result.objective), "converged": result.converged,
-              "view_weights": result.view_weights.tolist(),
-              "objective": result.objective.tolist(), "scores": score(store.labels, result.labels),
+              "view_weights": dict(zip(store.view_names, result.view_weights.tolist())),
+              "objective": result.objective.tolist(), "refinement_objective": result.refinement_objective.tolist(),
+              "scores": score(store.labels, result.labels),
               "cluster_sizes": cluster_sizes(result.labels, args.n_clusters),
-              "single_view_scores": None}  # main scores the views while it writes the report
+              "single_view_scores": None,  # main scores the views while it writes the report
+              "versions": versions()}
     if args.sweep:
         log("anchor sweep")
         report["sweep"] = anchor_sweep(store, args)
@@ -480,7 +501,8 @@ def fit(args: argparse.Namespace, parser: argparse.ArgumentParser, client: Any, 
 
 if __name__ == "__main__":
     try:
-        main()
+        with warnings_as_lines("mnist60k"):
+            main()
         gc.freeze()  # the exit then skips its garbage-collection passes over this run's objects (1.1-1.2 s)
     except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
         resume = "; the same command resumes after the last finished stage" if isinstance(exc, CancelledError) else ""

@@ -317,7 +317,7 @@ def recorded(*args):
     return build_store(*args)
 
 
-def no_cluster(args):
+def no_cluster(*args):
     raise OSError("no cluster here")
 
 
@@ -351,8 +351,9 @@ def test_the_views_are_built_in_a_child_forked_before_the_fit_modules_import(mni
 
     data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
     images = read_idx(data / "train-images-idx3-ubyte.gz")
-    if case == "damaged":
-        (data / "train-images-idx3-ubyte.gz").write_bytes(b"not gzip")
+    if case == "damaged":  # a whole header (main reads it before the fork) and too few pixels
+        (data / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(bytes([0, 0, 8, 3])
+                                                                        + np.array(images.shape, ">u4").tobytes()))
     out.mkdir()
     done = subprocess.run([sys.executable, "-c", CHILD_BUILD, str(ROOT / "pipelines"), case, str(data), str(out),
                            *ARGS], capture_output=True, text=True, timeout=300)
@@ -380,8 +381,8 @@ def test_the_views_are_built_in_a_child_forked_before_the_fit_modules_import(mni
 
 
 def test_a_damaged_image_file_ends_the_command_in_one_line(tmp_path):
-    """`python pipelines/mnist60k.py` on a damaged IDX file (read in the forked child): exit code 1 and one line on
-    stderr naming the file, no traceback, and no store left behind."""
+    """`python pipelines/mnist60k.py` on a damaged IDX file (its header, read before the views are built): exit code 1
+    and one line on stderr naming the file, no traceback, and no store left behind."""
     import subprocess
     import sys
 
@@ -393,3 +394,56 @@ def test_a_damaged_image_file_ends_the_command_in_one_line(tmp_path):
     (line,) = [line for line in done.stderr.splitlines() if not line.startswith("[")]  # progress lines: "[ 0.1s] ..."
     assert line.startswith("mnist60k: error: ") and "train-images-idx3-ubyte.gz" in line and "truncated" in line
     assert not list(out.glob("views.zarr*"))
+
+
+def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, capsys):
+    """--n-components below k, --n-landmarks not above the width, --n-clusters of n or more, or unlabelled images
+    without --n-clusters: an error from the IDX header and labels before the views are built or a cluster is asked
+    for (a closed port here; --n-components used to fail after the store was written)."""
+    import socket
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    argv = ["--data-dir", str(data), "--out", str(out), "--scheduler", address, *ARGS]
+    cases = {("--n-components", "2"): "n_components=2 must satisfy n_clusters=3 <= n_components < n_samples=200",
+             ("--n-landmarks", "3"): "n_landmarks=3 must be larger than n_clusters=3",
+             ("--n-clusters", "200"): "n_clusters=200 must satisfy"}
+    for extra, message in cases.items():
+        with pytest.raises(ValueError, match=message):
+            mnist60k.main([*argv, *extra])
+        assert not (out / "views.zarr").exists()
+    unlabelled = mnist_dir(tmp_path / "unlabelled", labels=False)
+    with pytest.raises(SystemExit):
+        mnist60k.main(["--data-dir", str(unlabelled), "--out", str(out), "--scheduler", address, "--limit", "200"])
+    assert "the images have no labels, so the number of clusters is unknown" in capsys.readouterr().err
+    assert not (out / "views.zarr").exists()
+
+
+def test_warnings_are_one_line_and_the_report_names_the_weights(tmp_path):
+    """`python pipelines/mnist60k.py` on images of which two are all black (all-zero rows of the cosine views): the
+    library's warnings as `mnist60k: warning: ...` lines (they were Python's two-line warnings with the source line);
+    report.json gives mu by view name (a list before), the refinement's trace and the package versions, as the
+    CLI's does."""
+    import subprocess
+    import sys
+
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    path = data / "train-images-idx3-ubyte.gz"
+    images = read_idx(path).copy()
+    images[[5, 9]] = 0
+    write_idx(path, images)
+    done = subprocess.run([sys.executable, str(ROOT / "pipelines" / "mnist60k.py"), "--data-dir", str(data), "--out",
+                           str(out), "--quiet", *ARGS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "all-zero rows" in line]
+    assert warned == [f"mnist60k: warning: view {p} ('{name}'): 2 all-zero rows (e.g. [5, 9]); they have no direction "
+                      "under the cosine metric, so they are linked by distance only"
+                      for p, name in enumerate(["pixels", "hog"])], done.stderr
+    assert "UserWarning" not in done.stderr and "warnings.warn" not in done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert list(report["view_weights"]) == ["pixels", "hog", "dct"]
+    assert sum(report["view_weights"].values()) == pytest.approx(1.0)
+    assert report["refinement_objective"] and report["versions"]["onmsc-dask"]
