@@ -372,18 +372,7 @@ def load_mnist_dir(
     Finds ``<split>-images-idx3-ubyte`` and ``<split>-labels-idx1-ubyte`` (optionally .gz),
     split being "train" or "t10k" (alias "test").
     """
-    directory = Path(directory)
-    if split not in _SPLITS:
-        raise ValueError(f"split must be one of {sorted(_SPLITS)}, got {split!r}")
-    split = _SPLITS[split]
-    files = _mnist_files(directory)
-    if (split, "images") not in files:
-        found = sorted(p.name for p in files.values())
-        raise FileNotFoundError(
-            f"{directory}: no {split!r} images file ({split}-images-idx3-ubyte[.gz]); "
-            f"found: {found or 'no IDX files'}"
-        )
-    images_path, labels_path = files[split, "images"], files.get((split, "labels"))
+    images_path, labels_path = _split_files(Path(directory), split)
     images = read_idx(images_path)
     if images.ndim != 3:
         raise ValueError(f"{images_path}: has shape {images.shape}, expected (n, rows, cols)")
@@ -395,13 +384,22 @@ def load_mnist_dir(
 def mnist_size(directory: PathLike, split: str = "train") -> tuple[int, np.ndarray | None]:
     """The number of images of a split of an MNIST-style directory (from its header) and its labels (None if no
     labels file): what checks a run's parameters before its images are read."""
-    files = _mnist_files(Path(directory))
-    split = _SPLITS.get(split, split)
-    if (split, "images") not in files:
-        load_mnist_dir(directory, split)  # its error
-    n = idx_shape(files[split, "images"])[0]
-    labels = files.get((split, "labels"))
+    images, labels = _split_files(Path(directory), split)
+    n = idx_shape(images)[0]
     return n, None if labels is None else as_labels(read_idx(labels), n, name=str(labels))
+
+
+def _split_files(directory: Path, split: str) -> tuple[Path, Path | None]:
+    """The images file and the labels file (None if there is none) of `split` in an MNIST-style directory."""
+    if split not in _SPLITS:
+        raise ValueError(f"split must be one of {sorted(_SPLITS)}, got {split!r}")
+    split = _SPLITS[split]
+    files = _mnist_files(directory)
+    if (split, "images") not in files:
+        found = sorted(p.name for p in files.values())
+        raise FileNotFoundError(f"{directory}: no {split!r} images file ({split}-images-idx3-ubyte[.gz]); "
+                                f"found: {found or 'no IDX files'}")
+    return files[split, "images"], files.get((split, "labels"))
 
 
 def mnist_splits(directory: PathLike) -> set[str]:
