@@ -1,7 +1,6 @@
 """The ONMSC estimator (scikit-learn API): views -> graphs -> H_p^(o) -> late fusion -> labels (docs/pipeline.md)."""
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,9 +24,8 @@ from .fusion import LateFusionResult, full_weights, related_among, related_views
 from .selection import distortion, fuse
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
-                         check_tol, check_view, check_view_names, constant_view_message, fit_seeds,
-                         informative_views, keep_informative, metric_list, n_distinct, user_warning, view_label,
-                         view_list)
+                         check_tol, check_view, constant_view_message, fit_seeds, informative_views,
+                         keep_informative, metric_list, n_distinct, user_warning, view_label)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -44,32 +42,6 @@ def _embed_view(X, solver: str, k: int, order: int, graph_params: dict, seed: in
                            landmark_graph(X, extension_landmarks, graph_params["n_nearest_landmarks"],
                                           graph_params["metric"], seed))
     return graph, extra, H, vals, landmarks, Z, scale
-
-
-def _inputs(views, view_names: Sequence[str] | None, storage_options: dict | None = None) -> tuple[Any, list[str] | None]:
-    """The views as given, not read: a MultiViewStore (also from a path or URL), or a list of views (an iterator is
-    consumed; array-likes become numpy, dask arrays stay lazy); and their names (``view_names``, else a store's)."""
-    from .location import Location
-    from .store import MultiViewStore, check_view_shapes
-
-    if isinstance(views, (str, os.PathLike, Location)):
-        views = MultiViewStore(views, storage_options)
-    if isinstance(views, MultiViewStore):
-        data, names = views, views.view_names
-    else:
-        data = [X if _lazy(X) or sp.issparse(X) or isinstance(X, np.ndarray) or not hasattr(X, "__array__")
-                else np.asarray(X) for X in view_list(views)]
-        names = None
-    n_views = data.n_views if isinstance(data, MultiViewStore) else len(data)
-    names = names if view_names is None else check_view_names(view_names, n_views)
-    if not isinstance(data, MultiViewStore) and any(_lazy(X) for X in data):
-        check_view_shapes(data, names)  # from the metadata: unknown chunk sizes, dimensions, rows
-    return data, names
-
-
-def _lazy(X) -> bool:
-    """Whether X is a dask array (read chunk by chunk)."""
-    return hasattr(X, "compute") and not sp.issparse(X)
 
 
 def _n_rows(views) -> int:
@@ -417,9 +389,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
             check_int(name, getattr(self, name))
         random_state = check_seed(self.random_state)
         check_tol(self.tol)
-        for name in ("refine", "eigenvalue_scaling", "drop_unrelated_views", "keep_intermediate"):
-            if not (name == "refine" and isinstance(self.refine, str) and self.refine == "auto"):
-                check_bool(name, getattr(self, name))
+        if not (isinstance(self.refine, str) and self.refine == "auto"):
+            check_bool("refine", self.refine, "'auto', True or False")
+        for name in ("eigenvalue_scaling", "drop_unrelated_views", "keep_intermediate"):
+            check_bool(name, getattr(self, name))
         if self.consensus_graph not in ("auto", "rank", "average"):
             raise ValueError(f"consensus_graph must be 'auto', 'rank' or 'average', got {self.consensus_graph!r}")
         for name in ("lambda1", "lambda2"):  # checked before any work
@@ -438,15 +411,17 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self._consensus_graph("anchor")  # its error before any work
         self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         loaded = None  # views loaded on the workers (_load_on_workers)
+        from .store import is_lazy, view_inputs
+
         try:
-            inputs, names = _inputs(views, view_names, storage_options)
+            inputs, names = view_inputs(views, view_names, storage_options)
             input_names = names
             anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
             if self.cache is not None and not anchor:
                 raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
                                  f"embedding='anchor' (or 'auto' above {EXACT_MAX_SAMPLES} samples)")
             stored = hasattr(inputs, "read_view")
-            lazy = stored or any(_lazy(X) for X in inputs)
+            lazy = stored or any(is_lazy(X) for X in inputs)
             if anchor and lazy:  # read chunk by chunk by the chain's tasks, their values checked there
                 views, n_views = inputs, inputs.n_views if stored else len(inputs)
                 kept = list(range(n_views))

@@ -1,4 +1,6 @@
-"""Baselines of the paper's comparison and ablation, as estimators with ``fit(views)`` / ``labels_``.
+"""Baselines of the paper's comparison and ablation, as estimators with ``fit(views)`` / ``labels_``; ``views`` as
+``ONMSC.fit`` takes them (a list of arrays, a MultiViewStore, its path or URL: read whole), with ``view_names`` and
+``storage_options``.
 
 All share the ONMSC graph construction (``graph.view_graphs``: same metric and neighbour defaults).
 
@@ -27,16 +29,17 @@ from .fusion import converged, simplex_qp
 from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
+from .store import in_memory_views
 from .validation import check_int, check_lambda, check_seed, check_tol, check_views
 
 
-def concatenate_views(views) -> np.ndarray | sp.csr_matrix:
+def concatenate_views(views, view_names: Sequence[str] | None = None) -> np.ndarray | sp.csr_matrix:
     """The views side by side, each weighing the same: a non-negative view with at least
     COUNTS_MIN_ZERO_FRACTION zeros (counts or term weights) as TF-IDF rows of unit length, any other view
     standardized per column (constant columns dropped) and divided by sqrt(columns), so each block's rows have
-    a mean squared length of 1. Sparse when every block is."""
+    a mean squared length of 1. Sparse when every block is. Messages name the views by ``view_names``."""
     blocks = []
-    for X in check_views(views):
+    for X in check_views(views, view_names):
         min_value, zero_fraction, _ = value_summary(X)
         if min_value >= 0 and zero_fraction >= COUNTS_MIN_ZERO_FRACTION:
             blocks.append(sp.csr_matrix(TfidfTransformer().fit_transform(X)))
@@ -62,9 +65,9 @@ class _GraphClustering(ClusterMixin, BaseEstimator):
     def _seed(self) -> int | None:
         return check_seed(self.random_state)
 
-    def _graphs(self, views):
+    def _graphs(self, views, view_names: Sequence[str] | None = None):
         graphs, self.metric_, self.n_neighbors_ = view_graphs(views, self.n_clusters, self.n_neighbors,
-                                                              self.metric, self._seed())
+                                                              self.metric, self._seed(), view_names)
         return graphs
 
     def _labels(self, H: np.ndarray) -> np.ndarray:
@@ -76,9 +79,10 @@ class SingleBestView(_GraphClustering):
     lambda_k - lambda_{k+1} of G = D^-1/2 A D^-1/2 (label-free). ``score_views(y)`` gives every view's
     scores so a benchmark can also report the label-oracle best view."""
 
-    def fit(self, views, y=None):
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
         k, seed = self.n_clusters, self._seed()
-        eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed) for A in self._graphs(views)]
+        eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed)
+               for A in self._graphs(*in_memory_views(views, view_names, storage_options))]
         self.eigengaps_ = np.array([vals[k - 1] - vals[k] for vals, _ in eig])
         self.per_view_labels_ = [self._labels(vecs[:, :k]) for _, vecs in eig]
         self.best_view_ = int(np.argmax(self.eigengaps_))
@@ -93,9 +97,9 @@ class SingleBestView(_GraphClustering):
 class AverageGraphSC(_GraphClustering):
     """A-MVSC: spectral clustering (Ng-Jordan-Weiss) of the average affinity."""
 
-    def fit(self, views, y=None):
-        self.embedding_ = average_graph_embedding(self._graphs(views), "exact", self.n_clusters,
-                                                  random_state=self._seed())
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+        self.embedding_ = average_graph_embedding(self._graphs(*in_memory_views(views, view_names, storage_options)),
+                                                  "exact", self.n_clusters, random_state=self._seed())
         self.labels_ = self._labels(self.embedding_)
         return self
 
@@ -115,12 +119,13 @@ class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians a
         self.tol = tol
         self.max_iter = max_iter
 
-    def fit(self, views, y=None):
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
         k, O = self.n_clusters, check_int("order", self.order)
         check_int("max_iter", self.max_iter)
         check_tol(self.tol)
         self.alpha_ = float(k * O) if self.alpha == "auto" else check_lambda("alpha", self.alpha, True, ["auto"])
-        problem = EarlyFusionProblem(self._graphs(views), k, O, self.alpha_, self._seed())
+        problem = EarlyFusionProblem(self._graphs(*in_memory_views(views, view_names, storage_options)), k, O,
+                                     self.alpha_, self._seed())
         mu = np.full(len(problem.ops), 1.0 / len(problem.ops))
         H = top_eigenvectors(problem.combined(mu), k, problem.random_state)[1]
         c = O * k - problem.compressions(H).sum(axis=1)  # c_p = sum_o tr(H^T L_p^(o) H)
@@ -142,10 +147,10 @@ class LabelPickedView(SingleBestView):
     """Reference only, NOT label-free: per-view spectral clustering as SB-SC, ``labels_`` of the view with the
     highest accuracy against ``y`` (required)."""
 
-    def fit(self, views, y=None):
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
         if y is None:
             raise ValueError("LabelPickedView picks its view with the labels: fit(views, y)")
-        super().fit(views)
+        super().fit(views, view_names=view_names, storage_options=storage_options)
         self.best_view_ = int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_]))
         self.labels_ = self.per_view_labels_[self.best_view_]
         return self
@@ -159,9 +164,10 @@ class ConcatSC(_GraphClustering):
         super().__init__(n_clusters, n_neighbors=n_neighbors, metric="euclidean", n_init=n_init,
                          random_state=random_state)
 
-    def fit(self, views, y=None):
-        self.embedding_ = average_graph_embedding(self._graphs([concatenate_views(views)]), "exact",
-                                                  self.n_clusters, random_state=self._seed())
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+        concatenated = concatenate_views(*in_memory_views(views, view_names, storage_options))
+        self.embedding_ = average_graph_embedding(self._graphs([concatenated]), "exact", self.n_clusters,
+                                                  random_state=self._seed())
         self.labels_ = self._labels(self.embedding_)
         return self
 
@@ -174,7 +180,8 @@ class ConcatKMeans(ClusterMixin, BaseEstimator):
         self.n_init = n_init
         self.random_state = random_state
 
-    def fit(self, views, y=None):
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
         km = KMeans(self.n_clusters, n_init=self.n_init, random_state=check_seed(self.random_state))
-        self.labels_ = km.fit(concatenate_views(views)).labels_.astype(np.int64)
+        concatenated = concatenate_views(*in_memory_views(views, view_names, storage_options))
+        self.labels_ = km.fit(concatenated).labels_.astype(np.int64)
         return self

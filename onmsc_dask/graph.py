@@ -300,15 +300,17 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
     already counted."""
     c = n_components(graph, anchor) if pieces is None else pieces
     width = n_clusters if width is None else width
-    if leave_out and c > width:
-        user_warning(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
-                     f"{width_label(width, n_clusters)}; it is left out (weight 0)"
+    few_landmarks = (f"only {graph.shape[1]} distinct landmarks (its rows take few distinct values), not more than "
+                     f"{width_label(width, n_clusters)}, so the anchor graph has too few eigenvectors"
+                     if anchor and graph.shape[1] <= width else None)
+    if leave_out and (c > width or few_landmarks):
+        reason = (few_landmarks if few_landmarks else
+                  f"its graph falls apart into {c} disconnected pieces, more than {width_label(width, n_clusters)}")
+        user_warning(f"{label}: {reason}; it is left out (weight 0)"
                      f"{'' if view is None or anchor else _identical_rows_note(view)}")
         return False
-    if anchor and graph.shape[1] <= width:
-        raise ValueError(f"{label}: only {graph.shape[1]} distinct landmarks (its rows take few distinct values), "
-                         f"not more than {width_label(width, n_clusters)}, so the anchor graph has too few "
-                         "eigenvectors; drop the view (or, in memory, use embedding='exact')")
+    if few_landmarks:
+        raise ValueError(f"{label}: {few_landmarks}; drop the view (or, in memory, use embedding='exact')")
     if c > width:
         raise ValueError(f"{label}: its graph falls apart into {c} disconnected pieces, more than "
                          f"{width_label(width, n_clusters)}, so its top-{width} eigenvectors would pick an arbitrary "
@@ -321,10 +323,11 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
 
 def usable_graphs(graphs: Sequence[sp.spmatrix], labels: Sequence[str], n_clusters: int, width: int,
                   anchor: bool = False, views: Sequence | None = None) -> np.ndarray:
-    """Indices of the views whose graph check_components accepts: a graph in more pieces than ``width`` is left out
-    with a warning while another view holds together, else an error."""
+    """Indices of the views whose graph check_components accepts: a graph in more pieces than ``width`` (or an anchor
+    graph of at most ``width`` landmarks) is left out with a warning while another view's graph is usable, else an
+    error."""
     pieces = [n_components(graph, anchor) for graph in graphs]
-    leave_out = any(c <= width for c in pieces)
+    leave_out = any(c <= width and not (anchor and graph.shape[1] <= width) for c, graph in zip(pieces, graphs))
     return np.flatnonzero([check_components(graph, label, n_clusters, anchor=anchor, width=width,
                                             view=None if views is None else views[p], leave_out=leave_out,
                                             pieces=pieces[p])

@@ -82,7 +82,8 @@ class Location:
 
 
 def location(path: str | os.PathLike | Location, storage_options: dict | None = None) -> Path | Location:
-    """A local Path (for a path or a file:// URL) or a checked :class:`Location` (for any other URL)."""
+    """A local Path (for a path, ``~`` expanded, or a file:// URL) or a checked :class:`Location` (for any other
+    URL)."""
     if isinstance(path, Location):
         return path
     if storage_options is not None and not isinstance(storage_options, dict):
@@ -90,7 +91,7 @@ def location(path: str | os.PathLike | Location, storage_options: dict | None = 
     if not is_url(path):
         if storage_options:
             raise ValueError(f"storage_options apply to URLs (s3://, gs://, memory://, ...), not the local path {path}")
-        return Path(path)
+        return Path(path).expanduser()
     if path.split("://", 1)[0] in _LOCAL:
         return Path(path.split("://", 1)[1])
     return Location(path.rstrip("/"), dict(storage_options or {}))

@@ -115,7 +115,15 @@ class MultiViewStore:
             self._root = _open_group(self.path, "r")
             attrs = self._root.attrs.asdict()
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"no readable onmsc-dask store at {self.path}: {exc}") from exc
+            unreadable = str(exc)
+        else:
+            unreadable = None
+        if unreadable is not None:  # raised outside the except: with zarr's GroupNotFoundError as its context, a
+            # worker's ValueError would reach the client as a bare Exception (tblib cannot rebuild zarr's errors)
+            where = (" (a memory:// store lives in the memory of the process that wrote it: Dask worker processes "
+                     "cannot read it; give them a local path or an object store)"
+                     if isinstance(self.path, Location) and self.path.protocol == "memory" else "")
+            raise ValueError(f"no readable onmsc-dask store at {self.path}: {unreadable}{where}")
         if attrs.get("format") != FORMAT:
             raise ValueError(
                 f"{self.path} is not an onmsc-dask store (no format={FORMAT!r} attribute; "
@@ -488,6 +496,40 @@ class MultiViewStore:
 
 
 # ---------------------------------------------------------------- validation
+
+
+def view_inputs(views, view_names: Sequence[str] | None,
+                storage_options: dict | None = None) -> tuple[MultiViewStore | list, list[str] | None]:
+    """The views as given, not read: a MultiViewStore (also from a path or URL), or a list of views (an iterator is
+    consumed; array-likes become numpy, dask arrays stay lazy); and their names (``view_names``, else a store's)."""
+    if isinstance(views, (str, os.PathLike, Location)):
+        views = MultiViewStore(views, storage_options)
+    if isinstance(views, MultiViewStore):
+        data, names = views, views.view_names
+    else:
+        data = [X if is_lazy(X) or sp.issparse(X) or isinstance(X, np.ndarray) or not hasattr(X, "__array__")
+                else np.asarray(X) for X in view_list(views)]
+        names = None
+    n_views = data.n_views if isinstance(data, MultiViewStore) else len(data)
+    names = names if view_names is None else check_view_names(view_names, n_views)
+    if not isinstance(data, MultiViewStore) and any(is_lazy(X) for X in data):
+        check_view_shapes(data, names)  # from the metadata: unknown chunk sizes, dimensions, rows
+    return data, names
+
+
+def in_memory_views(views, view_names: Sequence[str] | None = None,
+                    storage_options: dict | None = None) -> tuple[list, list[str] | None]:
+    """``view_inputs`` read into memory: a store's views read whole (dask arrays are computed by the checks that
+    follow); and their names."""
+    data, names = view_inputs(views, view_names, storage_options)
+    if isinstance(data, MultiViewStore):
+        data = [data.read_view(p) for p in range(data.n_views)]
+    return data, names
+
+
+def is_lazy(X) -> bool:
+    """Whether X is a dask array (read chunk by chunk)."""
+    return hasattr(X, "compute") and not sp.issparse(X)
 
 
 def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:

@@ -64,6 +64,9 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
             raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
     if np.issubdtype(X.dtype, np.complexfloating):
         raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
+    if X.dtype.kind in "SUV":  # as predict and stores take them: numbers held as text are not converted here either
+        raise ValueError(f"{label}: has dtype {X.dtype}, expected a numeric matrix (numbers read as text: convert them "
+                         "with X.astype(float))")
     if np.ma.isMaskedArray(X) and np.ma.count_masked(X):
         raise ValueError(f"{label}: is a masked array with {np.ma.count_masked(X)} masked values; fill them "
                          "(X.filled(value)) or drop those rows first")
@@ -239,10 +242,11 @@ def check_int(name: str, value: int, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_bool(name: str, value: bool) -> bool:
-    """A switch: True or False (a numpy bool too), not a string such as "False"."""
+def check_bool(name: str, value: bool, allowed: str = "True or False") -> bool:
+    """A switch: True or False (a numpy bool too), not a string such as "False"; `allowed` words the values the
+    error lists."""
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return bool(value)
 
 

@@ -291,7 +291,7 @@ def test_other_input_errors(two_views):
     (dict(fusion="early", lambda2=3.0), "lambda1, lambda2 and consensus_graph apply to late fusion"),
     (dict(fusion="early", consensus_graph="rank"), "consensus_graph apply to late fusion"),
     (dict(consensus_graph="median"), "consensus_graph must be 'auto', 'rank' or 'average', got 'median'"),
-    (dict(refine="False"), "refine must be True or False, got 'False'"),
+    (dict(refine="False"), "refine must be 'auto', True or False, got 'False'"),
     (dict(eigenvalue_scaling=1), "eigenvalue_scaling must be True or False, got 1"),
     (dict(drop_unrelated_views=None), "drop_unrelated_views must be True or False, got None"),
     (dict(consensus_graph="rank", embedding="anchor", n_landmarks=20), "consensus_graph='rank' needs kNN graphs"),

@@ -163,3 +163,29 @@ def test_label_picked_view_uses_the_labels():
     assert ref.best_view_ == 1 and accuracy(y, ref.labels_) > 0.9
     with pytest.raises(ValueError, match="with the labels"):
         LabelPickedView(3).fit([noise, views[1]])
+
+
+def test_baselines_take_a_store_its_path_or_url_and_view_names(digits, tmp_path):
+    """Every baseline fits a MultiViewStore, its path or a memory:// URL like the arrays it holds (as ONMSC.fit takes
+    them); a path used to be read as a list of characters ("every entry is 1-D"); messages name the views by
+    view_names, else by the store's names."""
+    from onmsc_dask.baselines import ConcatKMeans, ConcatSC, LabelPickedView
+    from onmsc_dask.store import MultiViewStore
+
+    views, y, _ = digits
+    local = MultiViewStore.create(tmp_path / "d.zarr", views, y, view_names=["a", "b", "c"])
+    url = "memory://baselines/d.zarr"
+    MultiViewStore.create(url, views, y, view_names=["a", "b", "c"])
+    for make in (SingleBestView, AverageGraphSC, ConcatSC, ConcatKMeans, LinearCombination):
+        expected = make(K, random_state=0).fit(views).labels_
+        for given in (local, str(local.path), url):
+            np.testing.assert_array_equal(make(K, random_state=0).fit(given).labels_, expected, err_msg=str(make))
+    picked = LabelPickedView(K, random_state=0).fit(local, y)
+    np.testing.assert_array_equal(picked.labels_, LabelPickedView(K, random_state=0).fit(views, y).labels_)
+    bad = [views[0], np.where(np.arange(500)[:, None] == 7, np.nan, views[1])]
+    for make in (AverageGraphSC, ConcatKMeans):
+        with pytest.raises(ValueError, match=r"view 1 \('pixels'\): contains NaN"):
+            make(K).fit(bad, view_names=["grads", "pixels"])
+    flat = MultiViewStore.create(tmp_path / "flat.zarr", [views[0], np.ones((500, 3))], view_names=["a", "ones"])
+    with pytest.raises(ValueError, match=r"view 1 \('ones'\): is constant"):
+        AverageGraphSC(K).fit(flat)

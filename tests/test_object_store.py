@@ -226,3 +226,20 @@ def test_overwrite_replaces_an_s3_store(s3):
     again = MultiViewStore.create("s3://views/o.zarr", views[:2], storage_options=s3, overwrite=True)
     assert again.n_views == 2 and again.labels is None
     assert not fsspec.filesystem("s3", **s3).exists("views/o.zarr.partial")
+
+
+def test_a_memory_store_on_worker_processes_says_why_they_cannot_read_it(cluster):
+    """memory:// lives in the process that wrote it: a fit on real worker processes ends in the ValueError that says so
+    (it used to read as if the store did not exist, "no readable onmsc-dask store at memory://...: No group found", and
+    reached the client as a bare Exception: distributed could not unpickle its zarr cause)."""
+    from distributed import Client
+
+    from onmsc_dask.api import ONMSC
+
+    views, y = _views()
+    store = MultiViewStore.create("memory://workers/views.zarr", views, y)
+    with Client(cluster), pytest.raises(ValueError) as info:
+        ONMSC(10, random_state=0).fit(store)
+    assert str(info.value).startswith("no readable onmsc-dask store at memory://workers/views.zarr: ")
+    assert str(info.value).endswith("(a memory:// store lives in the memory of the process that wrote it: Dask worker "
+                                    "processes cannot read it; give them a local path or an object store)")

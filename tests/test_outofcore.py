@@ -172,7 +172,7 @@ def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
     (dict(tol=float("nan")), ValueError, "tol must be finite and >= 0, got nan"),
     (dict(metric=None), ValueError, "metric must be 'auto' or one of"),
     (dict(metric="cityblock"), ValueError, "metric must be 'auto' or one of .*got 'cityblock'"),
-    (dict(refine="yes"), ValueError, "refine must be True or False, got 'yes'"),
+    (dict(refine="yes"), ValueError, "refine must be 'auto', True or False, got 'yes'"),
     (dict(drop_unrelated_views=0), ValueError, "drop_unrelated_views must be True or False, got 0"),
 ])
 def test_fit_store_checks_parameters_before_any_stage(store, kwargs, error, match):

@@ -84,7 +84,10 @@ BAD_INPUTS = {
     "n_neighbors=n": (lambda v: v, {"n_neighbors": N}, [f"n_neighbors={N}", f"n_neighbors < n_samples={N}"]),
     "no-views": (lambda v: [], {}, ["no views given"]),
     # numpy's messages used to name no view
-    "text": (lambda v: [v[0], np.full((N, 2), "abc")], {}, ["view 1: is not a numeric n x d array", "'abc'"]),
+    "text": (lambda v: [v[0], np.full((N, 2), "abc")], {}, ["view 1: has dtype <U3, expected a numeric matrix"]),
+    "numbers as text": (lambda v: [v[0], v[1].astype(str)], {}, ["view 1: has dtype <U32, expected a numeric matrix",
+                                                                   "X.astype(float)"]),
+    "bytes": (lambda v: [v[0], v[1].astype("S8")], {}, ["view 1: has dtype |S8, expected a numeric matrix"]),
     "ragged": (lambda v: [v[0], [[1.0, 2.0], [3.0]] * (N // 2)], {}, ["view 1: is not a numeric n x d array"]),
 }
 
@@ -147,8 +150,9 @@ def test_masked_values_are_an_error(views):
 
 def test_few_distinct_rows_make_few_landmarks(tmp_path):
     """k-means asked for more landmarks than a view has distinct rows returned repeated centres with scikit-learn's
-    ConvergenceWarning; now each distinct centre is one landmark, and too few of them for the embedding are an
-    error naming the view, in memory and out of core."""
+    ConvergenceWarning; now each distinct centre is one landmark, and a view with too few of them for the embedding
+    is left out with a warning naming it while another view's graph is usable (it used to stop the fit, though the
+    exact solver keeps such a view), in memory and out of core; with no usable view, an error naming it."""
     from onmsc_dask.graph import landmark_centres
 
     rng = np.random.default_rng(0)
@@ -159,13 +163,20 @@ def test_few_distinct_rows_make_few_landmarks(tmp_path):
         warnings.simplefilter("error")
         centres = landmark_centres([binary], 50, 0)
     assert len(centres) == len(np.unique(binary, axis=0)) == 8
-    match = r"view 2 \('bits'\): only 8 distinct landmarks \(its rows take few distinct values\), not more than"
-    with pytest.raises(ValueError, match=match):
-        ONMSC(8, embedding="anchor", n_landmarks=50, random_state=0).fit([*blobs, binary],
-                                                                        view_names=["a", "b", "bits"])
+    match = (r"view 2 \('bits'\): only 8 distinct landmarks \(its rows take few distinct values\), not more than "
+             r"n_clusters=8, so the anchor graph has too few eigenvectors; it is left out \(weight 0\)")
+    with pytest.warns(UserWarning, match=match):
+        model = ONMSC(8, embedding="anchor", n_landmarks=50, random_state=0).fit([*blobs, binary],
+                                                                                view_names=["a", "b", "bits"])
+    assert model.view_weights_[2] == 0 and model.view_weights_[:2].sum() == pytest.approx(1.0)
     store = MultiViewStore.create(tmp_path / "s.zarr", [*blobs, binary], view_names=["a", "b", "bits"])
-    with pytest.raises(ValueError, match=match):
-        fit_store(store, 8, n_landmarks=50, random_state=0)
+    with pytest.warns(UserWarning, match=match):
+        result = fit_store(store, 8, n_landmarks=50, random_state=0)
+    np.testing.assert_array_equal(result.labels, model.labels_)
+    assert result.view_weights[2] == 0
+    alone = r"view 0 \('bits'\): only 8 distinct landmarks \(its rows take few distinct values\), not more than"
+    with pytest.raises(ValueError, match=alone):
+        ONMSC(8, embedding="anchor", n_landmarks=50, random_state=0).fit([binary], view_names=["bits"])
 
 
 def test_bad_store_view_names_the_view(tmp_path, views):

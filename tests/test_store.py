@@ -430,3 +430,15 @@ def test_chunk_rows_must_be_a_positive_integer(tmp_path, chunk_rows):
         MultiViewStore.create(tmp_path / "s.zarr", [np.eye(N)], chunk_rows=chunk_rows)
     assert not any(tmp_path.iterdir())
     assert MultiViewStore.create(tmp_path / "s.zarr", [np.eye(N)], chunk_rows=np.int64(16)).row_chunks(0)[0] == (0, 16)
+
+
+def test_a_path_under_home_is_expanded(tmp_path, monkeypatch):
+    """"~/views.zarr" is the home directory's store, as a shell would read it (pathlib leaves "~" as it is, so it was
+    a directory named "~" in the working directory)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "home").mkdir()
+    views = [np.arange(40.0).reshape(20, 2), np.arange(60.0).reshape(20, 3) ** 2]
+    store = MultiViewStore.create("~/views.zarr", views)
+    assert store.path == tmp_path / "home" / "views.zarr" and not (tmp_path / "~").exists()
+    np.testing.assert_array_equal(MultiViewStore("~/views.zarr").read_view(1), views[1])
