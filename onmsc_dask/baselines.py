@@ -1,6 +1,7 @@
 """Baselines of the paper's comparison and ablation, as estimators with ``fit(views)`` / ``labels_``; ``views`` as
 ``ONMSC.fit`` takes them (a list of arrays, a MultiViewStore, its path or URL: read whole), with ``view_names`` and
-``storage_options``.
+``storage_options``; a view that cannot help (constant, fewer distinct rows than clusters) is left out with a warning,
+as ONMSC leaves it out (``kept_views_``: the positions of the views used).
 
 All share the ONMSC graph construction (``graph.view_graphs``: same metric and neighbour defaults).
 
@@ -30,7 +31,17 @@ from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
 from .store import in_memory_views
-from .validation import check_int, check_lambda, check_seed, check_tol, check_views
+from .validation import check_int, check_lambda, check_seed, check_tol, check_views, informative_views
+
+
+def usable_views(views, n_clusters: int, view_names: Sequence[str] | None = None,
+                 storage_options: dict | None = None) -> tuple[list, list[str] | None, list[int]]:
+    """What a baseline fits, as ``ONMSC.fit`` takes it (in_memory_views): the views that can help a clustering into
+    ``n_clusters`` (a constant view, or one of fewer distinct rows than clusters, is left out with a warning naming
+    it, as ONMSC leaves it out), their names and their positions among the given views."""
+    views, names = in_memory_views(views, view_names, storage_options)
+    views, kept = informative_views(views, n_clusters, names)
+    return views, None if names is None else [names[p] for p in kept], kept
 
 
 def concatenate_views(views, view_names: Sequence[str] | None = None) -> np.ndarray | sp.csr_matrix:
@@ -65,6 +76,11 @@ class _GraphClustering(ClusterMixin, BaseEstimator):
     def _seed(self) -> int | None:
         return check_seed(self.random_state)
 
+    def _usable(self, views, view_names: Sequence[str] | None, storage_options: dict | None) -> tuple[list, list]:
+        """usable_views's views and names; their positions go to ``kept_views_``."""
+        views, names, self.kept_views_ = usable_views(views, self.n_clusters, view_names, storage_options)
+        return views, names
+
     def _graphs(self, views, view_names: Sequence[str] | None = None):
         graphs, self.metric_, self.n_neighbors_ = view_graphs(views, self.n_clusters, self.n_neighbors,
                                                               self.metric, self._seed(), view_names)
@@ -77,16 +93,21 @@ class _GraphClustering(ClusterMixin, BaseEstimator):
 class SingleBestView(_GraphClustering):
     """SB-SC: per-view spectral clustering; ``labels_`` of the view with the largest eigengap
     lambda_k - lambda_{k+1} of G = D^-1/2 A D^-1/2 (label-free). ``score_views(y)`` gives every view's
-    scores so a benchmark can also report the label-oracle best view."""
+    scores so a benchmark can also report the label-oracle best view. ``eigengaps_`` and ``per_view_labels_`` are the
+    usable views' (``kept_views_``); ``best_view_`` is a position among the given views."""
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
         k, seed = self.n_clusters, self._seed()
         eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed)
-               for A in self._graphs(*in_memory_views(views, view_names, storage_options))]
+               for A in self._graphs(*self._usable(views, view_names, storage_options))]
         self.eigengaps_ = np.array([vals[k - 1] - vals[k] for vals, _ in eig])
         self.per_view_labels_ = [self._labels(vecs[:, :k]) for _, vecs in eig]
-        self.best_view_ = int(np.argmax(self.eigengaps_))
-        self.labels_ = self.per_view_labels_[self.best_view_]
+        return self._pick(int(np.argmax(self.eigengaps_)))
+
+    def _pick(self, i: int) -> "SingleBestView":
+        """``labels_`` of the i-th usable view, ``best_view_`` its position among the given views."""
+        self.best_view_ = self.kept_views_[i]
+        self.labels_ = self.per_view_labels_[i]
         return self
 
     def score_views(self, y_true) -> list[dict[str, float]]:
@@ -98,7 +119,7 @@ class AverageGraphSC(_GraphClustering):
     """A-MVSC: spectral clustering (Ng-Jordan-Weiss) of the average affinity."""
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
-        self.embedding_ = average_graph_embedding(self._graphs(*in_memory_views(views, view_names, storage_options)),
+        self.embedding_ = average_graph_embedding(self._graphs(*self._usable(views, view_names, storage_options)),
                                                   "exact", self.n_clusters, random_state=self._seed())
         self.labels_ = self._labels(self.embedding_)
         return self
@@ -124,7 +145,7 @@ class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians a
         check_int("max_iter", self.max_iter)
         check_tol(self.tol)
         self.alpha_ = float(k * O) if self.alpha == "auto" else check_lambda("alpha", self.alpha, True, ["auto"])
-        problem = EarlyFusionProblem(self._graphs(*in_memory_views(views, view_names, storage_options)), k, O,
+        problem = EarlyFusionProblem(self._graphs(*self._usable(views, view_names, storage_options)), k, O,
                                      self.alpha_, self._seed())
         mu = np.full(len(problem.ops), 1.0 / len(problem.ops))
         H = top_eigenvectors(problem.combined(mu), k, problem.random_state)[1]
@@ -151,9 +172,7 @@ class LabelPickedView(SingleBestView):
         if y is None:
             raise ValueError("LabelPickedView picks its view with the labels: fit(views, y)")
         super().fit(views, view_names=view_names, storage_options=storage_options)
-        self.best_view_ = int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_]))
-        self.labels_ = self.per_view_labels_[self.best_view_]
-        return self
+        return self._pick(int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_])))
 
 
 class ConcatSC(_GraphClustering):
@@ -165,7 +184,7 @@ class ConcatSC(_GraphClustering):
                          random_state=random_state)
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
-        concatenated = concatenate_views(*in_memory_views(views, view_names, storage_options))
+        concatenated = concatenate_views(*self._usable(views, view_names, storage_options))
         self.embedding_ = average_graph_embedding(self._graphs([concatenated]), "exact", self.n_clusters,
                                                   random_state=self._seed())
         self.labels_ = self._labels(self.embedding_)
@@ -182,6 +201,6 @@ class ConcatKMeans(ClusterMixin, BaseEstimator):
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
         km = KMeans(self.n_clusters, n_init=self.n_init, random_state=check_seed(self.random_state))
-        concatenated = concatenate_views(*in_memory_views(views, view_names, storage_options))
-        self.labels_ = km.fit(concatenated).labels_.astype(np.int64)
+        usable, names, self.kept_views_ = usable_views(views, self.n_clusters, view_names, storage_options)
+        self.labels_ = km.fit(concatenate_views(usable, names)).labels_.astype(np.int64)
         return self

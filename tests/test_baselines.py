@@ -186,6 +186,32 @@ def test_baselines_take_a_store_its_path_or_url_and_view_names(digits, tmp_path)
     for make in (AverageGraphSC, ConcatKMeans):
         with pytest.raises(ValueError, match=r"view 1 \('pixels'\): contains NaN"):
             make(K).fit(bad, view_names=["grads", "pixels"])
-    flat = MultiViewStore.create(tmp_path / "flat.zarr", [views[0], np.ones((500, 3))], view_names=["a", "ones"])
-    with pytest.raises(ValueError, match=r"view 1 \('ones'\): is constant"):
-        AverageGraphSC(K).fit(flat)
+
+
+
+def test_baselines_leave_out_views_that_cannot_help_as_onmsc_does(digits):
+    """A constant view and one of fewer distinct rows than clusters: each baseline warns naming them and fits the
+    other views (kept_views_), with the labels it gives those views alone (they used to raise ConstantViewError
+    where ONMSC leaves such views out); best_view_ is a position among the given views; with no usable view, the
+    error."""
+    from onmsc_dask.baselines import ConcatKMeans, ConcatSC, LabelPickedView
+
+    views, y, _ = digits
+    few = np.repeat(np.arange(5.0), 100)[:, None] * np.ones((1, 2))
+    given = [np.ones((500, 3)), views[0], few, views[2]]
+    names = ["ones", "a", "few", "c"]
+    for make in (SingleBestView, AverageGraphSC, ConcatSC, ConcatKMeans, LinearCombination):
+        with pytest.warns(UserWarning) as record:
+            model = make(K, random_state=0).fit(given, view_names=names)
+        said = " ".join(str(w.message) for w in record)
+        assert "view 0 ('ones'): is constant" in said and "view 2 ('few'): only 5 distinct rows" in said, said
+        assert model.kept_views_ == [1, 3]
+        np.testing.assert_array_equal(model.labels_, make(K, random_state=0).fit([views[0], views[2]]).labels_)
+    for make in (SingleBestView, LabelPickedView):
+        with pytest.warns(UserWarning):
+            model = make(K, random_state=0).fit(given, y)
+        alone = make(K, random_state=0).fit([views[0], views[2]], y)
+        assert model.best_view_ == [1, 3][alone.best_view_]
+        np.testing.assert_array_equal(model.labels_, alone.labels_)
+    with pytest.raises(ValueError, match="no view"):
+        AverageGraphSC(K).fit([np.ones((500, 3)), few])
