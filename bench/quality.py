@@ -95,7 +95,8 @@ def _fit(method: str, views: list, y: np.ndarray, k: int, seed: int) -> dict:
                 "n_neighbors": est.n_neighbors_, "metric": est.metric_}
     if method == "eigengap view":  # every view's scores too, for the label-picked view
         sb = SingleBestView(k, random_state=seed).fit(views)
-        return {**evaluate(y, sb.labels_), "view": sb.best_view_, "per_view": sb.score_views(y)}
+        return {**evaluate(y, sb.labels_), "view": sb.best_view_, "per_view": sb.score_views(y),
+                "kept": [int(p) for p in sb.kept_views_]}
     est = {"A-MVSC": AverageGraphSC, "concat SC": ConcatSC, "concat k-means": ConcatKMeans}[method]
     return evaluate(y, est(k, random_state=seed).fit(views).labels_)
 
@@ -110,9 +111,9 @@ def run_dataset(path: Path, seeds: int, cache: dict, hashes: dict) -> dict:
         for seed in range(seeds):
             key = f"{path.stem}|{seed}|{method}|{hashes[method]}"
             if method == PICKED and key not in cache:  # the best of the eigengap run's views
-                per_view = cache[f"{path.stem}|{seed}|eigengap view|{hashes[method]}"]["per_view"]
-                best = int(np.argmax([v["acc"] for v in per_view]))
-                cache[key] = {**per_view[best], "view": best}
+                eigengap = cache[f"{path.stem}|{seed}|eigengap view|{hashes[method]}"]
+                best = int(np.argmax([v["acc"] for v in eigengap["per_view"]]))
+                cache[key] = {**eigengap["per_view"][best], "view": eigengap["kept"][best]}  # a given view's position
             if key not in cache:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():

@@ -25,7 +25,7 @@ from .selection import distortion, fuse
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
                          check_tol, check_view, constant_view_message, fit_seeds, informative_views,
-                         keep_informative, metric_list, n_distinct, user_warning, view_label)
+                         keep_informative, kept_names, metric_list, n_distinct, user_warning, view_label)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -432,8 +432,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             else:
                 n_views, (views, kept) = len(inputs), informative_views(inputs, self.n_clusters, names,
                                                                         float32=anchor)
-            if len(kept) < n_views:  # the kept views, named by their input positions
-                names = [names[p] if names is not None else f"input view {p}" for p in kept]
+            names = kept_names(names, kept, n_views)
             # one metric per kept view: a view left out takes its entry of a per-view list with it
             metric = self.metric if isinstance(self.metric, str) else [metric_list(self.metric, n_views)[p]
                                                                         for p in kept]
@@ -506,8 +505,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         def chain(kept: list[int]) -> tuple[Any, dict]:
             """The chain on the views ``kept``, and its stage parameters."""
             rows = store_rows(source, kept) if stored else array_rows([source[p] for p in kept])
-            rows.view_names = ([names[p] if names is not None else f"input view {p}" for p in kept]
-                               if len(kept) < n_views else names)
+            rows.view_names = kept_names(names, kept, n_views)
             params = chain_parameters(kept)
             return run_chain(rows, source if self.cache is not None else InMemory(), k, params, progress=report), params
 

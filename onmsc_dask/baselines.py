@@ -1,7 +1,7 @@
 """Baselines of the paper's comparison and ablation, as estimators with ``fit(views)`` / ``labels_``; ``views`` as
 ``ONMSC.fit`` takes them (a list of arrays, a MultiViewStore, its path or URL: read whole), with ``view_names`` and
 ``storage_options``; a view that cannot help (constant, fewer distinct rows than clusters) is left out with a warning,
-as ONMSC leaves it out (``kept_views_``: the positions of the views used).
+as ONMSC leaves it out (``kept_views_``: the positions of the views used, of ``n_views_in_`` given).
 
 All share the ONMSC graph construction (``graph.view_graphs``: same metric and neighbour defaults).
 
@@ -26,22 +26,23 @@ from sklearn.feature_extraction.text import TfidfTransformer
 
 from .assign import assign_labels
 from .early_fusion import EarlyFusionProblem
-from .fusion import converged, simplex_qp
+from .fusion import converged, full_weights, simplex_qp
 from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
-from .store import in_memory_views
-from .validation import check_int, check_lambda, check_seed, check_tol, check_views, informative_views
+from .validation import check_int, check_lambda, check_seed, check_tol, check_views, informative_views, kept_names
 
 
 def usable_views(views, n_clusters: int, view_names: Sequence[str] | None = None,
-                 storage_options: dict | None = None) -> tuple[list, list[str] | None, list[int]]:
+                 storage_options: dict | None = None) -> tuple[list, list[str] | None, list[int], int]:
     """What a baseline fits, as ``ONMSC.fit`` takes it (in_memory_views): the views that can help a clustering into
     ``n_clusters`` (a constant view, or one of fewer distinct rows than clusters, is left out with a warning naming
-    it, as ONMSC leaves it out), their names and their positions among the given views."""
+    it, as ONMSC leaves it out), their names, their positions among the given views and the number of views given."""
+    from .store import in_memory_views
+
     views, names = in_memory_views(views, view_names, storage_options)
-    views, kept = informative_views(views, n_clusters, names)
-    return views, None if names is None else [names[p] for p in kept], kept
+    usable, kept = informative_views(views, n_clusters, names)
+    return usable, kept_names(names, kept, len(views)), kept, len(views)
 
 
 def concatenate_views(views, view_names: Sequence[str] | None = None) -> np.ndarray | sp.csr_matrix:
@@ -77,9 +78,11 @@ class _GraphClustering(ClusterMixin, BaseEstimator):
         return check_seed(self.random_state)
 
     def _usable(self, views, view_names: Sequence[str] | None, storage_options: dict | None) -> tuple[list, list]:
-        """usable_views's views and names; their positions go to ``kept_views_``."""
-        views, names, self.kept_views_ = usable_views(views, self.n_clusters, view_names, storage_options)
-        return views, names
+        """usable_views's views and names; their positions go to ``kept_views_``, the number given to
+        ``n_views_in_``."""
+        usable, names, self.kept_views_, self.n_views_in_ = usable_views(views, self.n_clusters, view_names,
+                                                                         storage_options)
+        return usable, names
 
     def _graphs(self, views, view_names: Sequence[str] | None = None):
         graphs, self.metric_, self.n_neighbors_ = view_graphs(views, self.n_clusters, self.n_neighbors,
@@ -111,7 +114,7 @@ class SingleBestView(_GraphClustering):
         return self
 
     def score_views(self, y_true) -> list[dict[str, float]]:
-        """``metrics.evaluate`` of every view's labels against ``y_true``."""
+        """``metrics.evaluate`` of every usable view's labels (``kept_views_``) against ``y_true``."""
         return [evaluate(y_true, labels) for labels in self.per_view_labels_]
 
 
@@ -159,7 +162,7 @@ class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians a
             if converged(self.objective_[-2], self.objective_[-1], self.tol):
                 break
         self.embedding_ = H
-        self.view_weights_, self.n_iter_ = mu, it
+        self.view_weights_, self.n_iter_ = full_weights(mu, self.kept_views_, self.n_views_in_), it
         self.labels_ = self._labels(self.embedding_)
         return self
 
@@ -201,6 +204,7 @@ class ConcatKMeans(ClusterMixin, BaseEstimator):
 
     def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
         km = KMeans(self.n_clusters, n_init=self.n_init, random_state=check_seed(self.random_state))
-        usable, names, self.kept_views_ = usable_views(views, self.n_clusters, view_names, storage_options)
+        usable, names, self.kept_views_, self.n_views_in_ = usable_views(views, self.n_clusters, view_names,
+                                                                         storage_options)
         self.labels_ = km.fit(concatenate_views(usable, names)).labels_.astype(np.int64)
         return self

@@ -475,7 +475,8 @@ def connect(address: str, timeout: float = SCHEDULER_TIMEOUT, log: Callable[[str
 
     try:  # a short-lived thread with its own event loop, so this works under a running loop (Jupyter) too
         with ThreadPoolExecutor(1) as pool:
-            server = pool.submit(asyncio.run, asyncio.wait_for(_identity(address, timeout), timeout)).result()
+            # 1 s more than the connection attempts: a closed port ends in their error, a silent one in this wait's
+            server = pool.submit(asyncio.run, asyncio.wait_for(_identity(address, timeout), timeout + 1)).result()
     except Exception as exc:  # noqa: BLE001 - any failure means: no usable scheduler there
         detail = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else one_line(exc)
         raise OSError(f"no Dask scheduler at {address} ({detail}); give the address `dask scheduler` prints "

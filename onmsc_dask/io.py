@@ -315,7 +315,8 @@ def _read_at_most(f, size: int, block: int = 1 << 24) -> bytes:
 
 
 def _open_idx(path: Path) -> Any:
-    """An IDX file opened for reading, through gzip when it is compressed."""
+    """An IDX file opened for reading, through gzip when it is compressed (a missing or unreadable file: the
+    OSError of opening it)."""
     with path.open("rb") as f:
         compressed = f.read(2) == b"\x1f\x8b"
     return (gzip.open if compressed else open)(path, "rb")
@@ -337,8 +338,9 @@ def _idx_header(f: Any, path: Path) -> tuple[np.dtype, tuple[int, ...]]:
 def idx_shape(path: PathLike) -> tuple[int, ...]:
     """The dimensions an IDX file's header gives (its data are not read)."""
     path = Path(path)
+    handle = _open_idx(path)
     try:
-        with _open_idx(path) as f:
+        with handle as f:
             return _idx_header(f, path)[1]
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: corrupt or truncated IDX file ({exc})") from exc
@@ -347,8 +349,9 @@ def idx_shape(path: PathLike) -> tuple[int, ...]:
 def read_idx(path: PathLike) -> np.ndarray:
     """Read one IDX file (MNIST format, optionally gzip-compressed) into a native-endian array."""
     path = Path(path)
+    handle = _open_idx(path)
     try:
-        with _open_idx(path) as f:
+        with handle as f:
             dtype, dims = _idx_header(f, path)
             size = math.prod(dims) * dtype.itemsize
             payload = _read_at_most(f, size)

@@ -91,7 +91,10 @@ def location(path: str | os.PathLike | Location, storage_options: dict | None = 
     if not is_url(path):
         if storage_options:
             raise ValueError(f"storage_options apply to URLs (s3://, gs://, memory://, ...), not the local path {path}")
-        return Path(path).expanduser()
+        try:
+            return Path(path).expanduser()
+        except RuntimeError as exc:  # "~user" of no such user
+            raise ValueError(f"{path}: {exc}") from None
     if path.split("://", 1)[0] in _LOCAL:
         return Path(path.split("://", 1)[1])
     return Location(path.rstrip("/"), dict(storage_options or {}))

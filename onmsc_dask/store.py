@@ -122,7 +122,7 @@ class MultiViewStore:
             # worker's ValueError would reach the client as a bare Exception (tblib cannot rebuild zarr's errors)
             where = (" (a memory:// store lives in the memory of the process that wrote it: Dask worker processes "
                      "cannot read it; give them a local path or an object store)"
-                     if isinstance(self.path, Location) and self.path.protocol == "memory" else "")
+                     if isinstance(self.path, Location) and self.path.protocol == "memory" and _on_worker() else "")
             raise ValueError(f"no readable onmsc-dask store at {self.path}: {unreadable}{where}")
         if attrs.get("format") != FORMAT:
             raise ValueError(
@@ -545,6 +545,17 @@ def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
     return check_same_rows([view.shape[0] for view in views], names)
+
+
+def _on_worker() -> bool:
+    """Whether this runs in a task on a Dask worker."""
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):  # no distributed, or not on a worker
+        return False
+    return True
 
 
 class _StoreMismatch(ValueError):

@@ -35,6 +35,14 @@ def view_label(p: int, names: Sequence[str] | None = None) -> str:
     return f"view {p}" + (f" ({names[p]!r})" if names is not None else "")
 
 
+def kept_names(names: Sequence[str] | None, kept: Sequence[int], n_views: int) -> list[str] | None:
+    """The names of the views ``kept`` of ``n_views``: when some are left out, an unnamed view is named by its input
+    position (``input view 2``), so messages about the rest do not renumber it."""
+    if len(kept) == n_views:
+        return None if names is None else list(names)
+    return [names[p] if names is not None else f"input view {p}" for p in kept]
+
+
 def check_known_shape(X, label: str) -> None:
     """A dask array's shape must be known (not NaN, as after boolean indexing)."""
     if any(math.isnan(size) for size in X.shape):

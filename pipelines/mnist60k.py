@@ -505,5 +505,7 @@ if __name__ == "__main__":
             main()
         gc.freeze()  # the exit then skips its garbage-collection passes over this run's objects (1.1-1.2 s)
     except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
-        resume = "; the same command resumes after the last finished stage" if isinstance(exc, CancelledError) else ""
+        resume = ("; the same command resumes after the last finished stage (with --scheduler, once the scheduler and "
+                  "its workers are restarted: `dask worker` exits with its scheduler)"
+                  if isinstance(exc, CancelledError) else "")
         sys.exit(f"mnist60k: error: {one_line(exc)}{resume}")

@@ -205,8 +205,14 @@ def test_baselines_leave_out_views_that_cannot_help_as_onmsc_does(digits):
             model = make(K, random_state=0).fit(given, view_names=names)
         said = " ".join(str(w.message) for w in record)
         assert "view 0 ('ones'): is constant" in said and "view 2 ('few'): only 5 distinct rows" in said, said
-        assert model.kept_views_ == [1, 3]
+        assert model.kept_views_ == [1, 3] and model.n_views_in_ == 4
         np.testing.assert_array_equal(model.labels_, make(K, random_state=0).fit([views[0], views[2]]).labels_)
+    weights = LinearCombination(K, random_state=0).fit(given).view_weights_  # one per given view, as ONMSC's
+    assert len(weights) == 4 and weights[[0, 2]].tolist() == [0, 0] and weights.sum() == pytest.approx(1.0)
+    zero_rows = views[2].copy()
+    zero_rows[:2] = 0  # all-zero rows of a cosine view: the warning names it by its input position
+    with pytest.warns(UserWarning, match=r"view 1 \('input view 2'\): 2 all-zero rows"):
+        AverageGraphSC(K, random_state=0).fit([np.ones((500, 3)), views[0], zero_rows])
     for make in (SingleBestView, LabelPickedView):
         with pytest.warns(UserWarning):
             model = make(K, random_state=0).fit(given, y)

@@ -609,7 +609,8 @@ def test_connect_waits_its_own_timeout_and_says_when_it_waits_for_a_worker(sched
     closed.close()
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         start = time.monotonic()
-        with pytest.raises(OSError, match=f"no Dask scheduler at {address}"):
+        with pytest.raises(OSError, match=f"no Dask scheduler at {address} \\(Timed out trying to connect to "
+                                          f"{address} after 3 s\\)"):
             connect(address, timeout=3.0)
         assert time.monotonic() - start >= 2.9
     lines = []

@@ -226,6 +226,22 @@ def test_idx_truncated(tmp_path, suffix):
         read_idx(path)
 
 
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_idx_shape_reads_the_header_only_and_a_missing_file_stays_missing(tmp_path, suffix):
+    """idx_shape gives the header's dimensions (a file cut after its header too); a missing file is the
+    FileNotFoundError of opening it, not "corrupt or truncated"."""
+    from onmsc_dask.io import idx_shape
+
+    path = _write_idx(tmp_path / f"a.idx{suffix}", np.zeros((7, 3, 2), np.uint8), 0x08)
+    assert idx_shape(path) == (7, 3, 2)
+    data = gzip.decompress(path.read_bytes()) if suffix else path.read_bytes()
+    path.write_bytes(gzip.compress(data[:16]) if suffix else data[:16])
+    assert idx_shape(path) == (7, 3, 2)
+    for read in (idx_shape, read_idx):
+        with pytest.raises(FileNotFoundError):
+            read(tmp_path / "missing.idx")
+
+
 def test_idx_bad_magic_and_trailing_data(tmp_path):
     path = _write_idx(tmp_path / "a.idx", np.zeros(4, np.uint8), 0x08)
     path.write_bytes(b"\x01\x02\x03\x04" + path.read_bytes()[4:])

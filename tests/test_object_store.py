@@ -243,3 +243,7 @@ def test_a_memory_store_on_worker_processes_says_why_they_cannot_read_it(cluster
     assert str(info.value).startswith("no readable onmsc-dask store at memory://workers/views.zarr: ")
     assert str(info.value).endswith("(a memory:// store lives in the memory of the process that wrote it: Dask worker "
                                     "processes cannot read it; give them a local path or an object store)")
+    with pytest.raises(ValueError) as info:  # a wrong URL in the process itself: no word about workers
+        MultiViewStore("memory://workers/typo.zarr")
+    assert str(info.value).startswith("no readable onmsc-dask store at memory://workers/typo.zarr: ")
+    assert "Dask worker processes" not in str(info.value)

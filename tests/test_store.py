@@ -442,3 +442,5 @@ def test_a_path_under_home_is_expanded(tmp_path, monkeypatch):
     store = MultiViewStore.create("~/views.zarr", views)
     assert store.path == tmp_path / "home" / "views.zarr" and not (tmp_path / "~").exists()
     np.testing.assert_array_equal(MultiViewStore("~/views.zarr").read_view(1), views[1])
+    with pytest.raises(ValueError, match="~nosuchuser-onmsc/views.zarr: Could not determine home directory"):
+        MultiViewStore("~nosuchuser-onmsc/views.zarr")  # a RuntimeError of pathlib's: not one-line for the CLI
