@@ -492,7 +492,7 @@ def load_view_files(
             raise
         raise ValueError(f"{exc}; labels are integer class ids (encode class names with "
                          "np.unique(names, return_inverse=True))") from None
-    return views, as_labels(y, len(views[0]), name=str(y_path))
+    return views, as_labels(y, views[0].shape[0], name=str(y_path))
 
 
 def view_file_names(paths: Sequence[PathLike]) -> list[str] | None:
@@ -580,18 +580,44 @@ def _is_number(field: str) -> bool:
     return True
 
 
-def _consecutive(fields: list[str]) -> bool:
-    """Whether `fields` are the integers a, a + 1, ..., written as integers (pandas' 0, 1, ..., d - 1, years)."""
-    fields = [field.strip() for field in fields]
-    if not fields or not all(re.fullmatch(r"[+-]?\d+", field) for field in fields):
-        return False
-    values = [int(field) for field in fields]
-    return values == list(range(values[0], values[0] + len(values)))
+def _numbers(fields: list[str]) -> np.ndarray | None:
+    """`fields` as finite numbers, else None."""
+    try:
+        values = np.array([float(field) for field in fields])
+    except ValueError:
+        return None
+    return values if np.isfinite(values).all() else None
+
+
+def _progression(fields: list[str]) -> bool:
+    """Whether `fields` are numbers a, a + s, a + 2s, ... with a step s > 0, or one integer: numeric column names
+    (pandas' 0, 1, ..., d - 1, years, evenly spaced wavelengths or frequencies)."""
+    if len(fields) == 1:
+        return re.fullmatch(r"[+-]?\d+", fields[0].strip()) is not None
+    values = _numbers(fields)
+    steps = np.diff(values) if values is not None and len(values) >= 2 else np.zeros(1)
+    return bool(steps[0] > 0 and np.allclose(steps, steps[0], rtol=1e-6, atol=0))
+
+
+def _increasing(fields: list[str]) -> bool:
+    """Whether `fields` are numbers in strictly increasing order."""
+    values = _numbers(fields)
+    return values is not None and bool(np.all(np.diff(values) > 0))
+
+
+def _csv_hint(first: str, message: str) -> str:
+    """What a CSV read error most likely means: another field separator, or missing values."""
+    if ";" in first or "\t" in first:
+        return f"; fields must be separated by commas (this file uses {'semicolons' if ';' in first else 'tabs'})"
+    found = re.search(r"could not convert string '([^']*)'", message)
+    if found and found[1].strip().lower() in ("", "na", "n/a", "null", "none", "?", "-"):
+        return "; it holds missing values: impute them or drop their rows first"
+    return ""
 
 
 def _read_csv(path: Path) -> np.ndarray:
     """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`)."""
-    line = 0
+    line, first = 0, ""
 
     def numbered(rows: Iterator[tuple[int, str]]) -> Iterator[str]:  # the file line np.loadtxt is at, to name it
         nonlocal line
@@ -604,14 +630,24 @@ def _read_csv(path: Path) -> np.ndarray:
             (_, first), (_, second) = next(rows, (1, "")), next(rows, (2, ""))
             head = [(1, first), (2, second)]
             fields = [field.strip() for field in first.split(",")]
-            index = fields[0] == "" and len(fields) > 1
-            names = fields[index:]
-            consecutive = _consecutive(names)  # e.g. pandas' names 0, 1, ... of unnamed columns, or years
-            header = (consecutive and (index or len(names) >= 3 and not _consecutive(second.split(",")[index:]))
+            # pandas' index column: under an empty header field, or under its name before columns named 0, 1, ...
+            named_index = len(fields) > 2 and not _is_number(fields[0]) and fields[1] == "0" and _progression(fields[1:])
+            index = (fields[0] == "" or named_index) and len(fields) > 1
+            if named_index:
+                user_warning(f"{path}: first column {fields[0]!r} taken as pandas' index (the header names the other "
+                             "columns 0, 1, ...), not as a feature")
+            names, next_row = fields[index:], second.split(",")[index:]
+            numeric_names = _progression(names)  # e.g. pandas' names 0, 1, ... of unnamed columns, years
+            header = (numeric_names and (index or len(names) >= 3 and not _progression(next_row))
                       or any(name and not _is_number(name) for name in names))
-            if header and consecutive and not index:  # a sample could read 0, 1, 2, ... too
-                user_warning(f"{path}: first row {first.strip()} taken as column names (as pandas writes them: "
-                             "consecutive integers, and the next row is not), not as a sample")
+            if header and numeric_names and not index:  # a sample could read 0, 1, 2, ... too
+                user_warning(f"{path}: first row {first.strip()} taken as column names (evenly spaced increasing "
+                             "numbers, as pandas writes numeric column names, and the next row is not), not as a "
+                             "sample")
+            elif not header and len(names) >= 3 and _increasing(names) and not _increasing(next_row):
+                user_warning(f"{path}: first row {first.strip()} read as a sample, though its values increase like "
+                             "numeric column names; if it is a header, make its names non-numeric (e.g. x400) or "
+                             "remove it")
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", "loadtxt: input contained no data")  # the error below says it
                 data = np.loadtxt(numbered(itertools.chain(head[header:], rows)), delimiter=",", ndmin=2,
@@ -621,7 +657,7 @@ def _read_csv(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: not a UTF-8 text file, as CSV files must be ({byte})") from exc
     except ValueError as exc:  # numpy's own row numbers skip the header and blank lines, and start at 0 or 1
         message = re.sub(r" at row \d+", "", str(exc))
-        raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message})") from exc
+        raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message}){_csv_hint(first, message)}") from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
     return data[:, 1:] if header and index else data

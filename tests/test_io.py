@@ -408,7 +408,7 @@ def test_load_view_files_pandas_default_column_names_are_a_header(tmp_path, data
     """``to_csv(index=False)`` writes the header 0,1,...,d-1, which used to be read as a sample (N + 1 rows)."""
     views, y = dataset
     assert views[0].shape[1] >= 3
-    with pytest.warns(UserWarning, match=r"v\.csv: first row 0,1,2.* taken as column names \(as pandas writes them"):
+    with pytest.warns(UserWarning, match=r"v\.csv: first row 0,1,2.* taken as column names \(evenly spaced"):
         got, _ = load_view_files(_pandas_csv(tmp_path / "v.csv", views[0], index=False))
     _assert_views_equal(got, views[:1])
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")  # one column starting with 0: labels, not a header
@@ -608,7 +608,7 @@ def test_csv_header_of_consecutive_integers_is_not_a_sample(tmp_path):
     X = np.random.default_rng(0).normal(size=(5, 4))
     np.savetxt(tmp_path / "y.csv", X, delimiter=",", header="2000,2001,2002,2003", comments="")
     with pytest.warns(UserWarning, match=r"y\.csv: first row 2000,2001,2002,2003 taken as column names "
-                                         r"\(as pandas writes them: consecutive integers"):
+                                         r"\(evenly spaced increasing numbers, as pandas writes numeric column names"):
         got, _ = load_view_files(tmp_path / "y.csv")
     np.testing.assert_allclose(got[0], X)
     counts = np.array([[3, 4, 5, 6], [7, 8, 9, 10], [1, 0, 2, 5]])  # rows of counting data: every row is a sample
@@ -692,3 +692,41 @@ def test_scipy_sparse_npz_is_one_view(tmp_path):
         load_view_files([tmp_path / "gone.npz"])
     views, _ = load(tmp_path / "multi.npz")  # as --data alone: its view0
     assert len(views) == 1 and views[0].shape == (20, 2)
+
+
+def test_csv_numeric_headers_a_named_index_and_read_errors(tmp_path, dataset):
+    """A new user's CSV files: evenly spaced numeric column names (wavelengths 400, 410, ..., or 0.0, 1.5, ...) are a
+    header (they used to be read as sample 0, shifting every label by one); increasing but uneven ones stay a sample,
+    with a warning; pandas' named index column (``id,0,1,...``) is dropped with a warning (it was read as a feature);
+    semicolons and missing values are named in the error."""
+    X = np.random.default_rng(0).normal(size=(6, 4))
+    for names in ([400, 410, 420, 430], [0.0, 1.5, 3.0, 4.5]):
+        _pandas_csv(tmp_path / "w.csv", X, index=False, columns=names)
+        with pytest.warns(UserWarning, match=r"w\.csv: first row .* taken as column names"):
+            np.testing.assert_allclose(load_view_files(tmp_path / "w.csv")[0][0], X)
+    _pandas_csv(tmp_path / "u.csv", X, index=False, columns=[400, 415.5, 433, 460])
+    with pytest.warns(UserWarning, match=r"u\.csv: first row 400,415.5,433,460 read as a sample, though"):
+        assert load_view_files(tmp_path / "u.csv")[0][0].shape == (7, 4)
+    text = _pandas_csv(tmp_path / "i.csv", X).read_text().replace(",0,1,2,3\n", "id,0,1,2,3\n", 1)
+    (tmp_path / "i.csv").write_text(text)
+    with pytest.warns(UserWarning, match=r"i\.csv: first column 'id' taken as pandas' index"):
+        np.testing.assert_allclose(load_view_files(tmp_path / "i.csv")[0][0], X)
+    (tmp_path / "s.csv").write_text("1;2;3\n4;5;6\n")
+    with pytest.raises(ValueError, match=r"s\.csv: not a numeric CSV file .*; fields must be separated by commas "
+                                         r"\(this file uses semicolons\)"):
+        load_view_files(tmp_path / "s.csv")
+    (tmp_path / "na.csv").write_text("1,2,3\n4,NA,6\n")
+    with pytest.raises(ValueError, match=r"na\.csv: not a numeric CSV file \(line 2: .*'NA'.*\); it holds missing "
+                                         r"values: impute them or drop their rows first"):
+        load_view_files(tmp_path / "na.csv")
+
+
+def test_a_sparse_first_view_goes_with_a_labels_file(tmp_path, dataset):
+    """--data counts.npz --labels y.npy ended in "TypeError: sparse array length is ambiguous"."""
+    views, y = dataset
+    counts = sp.csr_matrix(np.random.default_rng(0).poisson(0.3, size=(len(y), 20)).astype(float))
+    sp.save_npz(tmp_path / "counts.npz", counts)
+    np.save(tmp_path / "y.npy", y)
+    got, labels = load_view_files([tmp_path / "counts.npz"], y_path=tmp_path / "y.npy")
+    assert (got[0] != counts).nnz == 0
+    np.testing.assert_array_equal(labels, y)
