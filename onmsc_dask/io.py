@@ -644,7 +644,8 @@ def _read_csv(path: Path) -> np.ndarray:
                 user_warning(f"{path}: first row {first.strip()} taken as column names (evenly spaced increasing "
                              "numbers, as pandas writes numeric column names, and the next row is not), not as a "
                              "sample")
-            elif not header and len(names) >= 3 and _increasing(names) and not _increasing(next_row):
+            elif not header and len(names) >= 8 and _increasing(names) and not _increasing(next_row):  # < 1 / 8! by
+                # chance in a sample
                 user_warning(f"{path}: first row {first.strip()} read as a sample, though its values increase like "
                              "numeric column names; if it is a header, make its names non-numeric (e.g. x400) or "
                              "remove it")

@@ -704,9 +704,14 @@ def test_csv_numeric_headers_a_named_index_and_read_errors(tmp_path, dataset):
         _pandas_csv(tmp_path / "w.csv", X, index=False, columns=names)
         with pytest.warns(UserWarning, match=r"w\.csv: first row .* taken as column names"):
             np.testing.assert_allclose(load_view_files(tmp_path / "w.csv")[0][0], X)
-    _pandas_csv(tmp_path / "u.csv", X, index=False, columns=[400, 415.5, 433, 460])
-    with pytest.warns(UserWarning, match=r"u\.csv: first row 400,415.5,433,460 read as a sample, though"):
-        assert load_view_files(tmp_path / "u.csv")[0][0].shape == (7, 4)
+    uneven = [400, 415.5, 433, 460, 471, 480, 502, 530]
+    _pandas_csv(tmp_path / "u.csv", np.hstack([X, X]), index=False, columns=uneven)
+    with pytest.warns(UserWarning, match=r"u\.csv: first row 400,415.5,433,.* read as a sample, though"):
+        assert load_view_files(tmp_path / "u.csv")[0][0].shape == (7, 8)
+    _pandas_csv(tmp_path / "few.csv", X, index=False, columns=uneven[:4])  # 1 sample in 4! increases by chance
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_view_files(tmp_path / "few.csv")[0][0].shape == (7, 4)
     text = _pandas_csv(tmp_path / "i.csv", X).read_text().replace(",0,1,2,3\n", "id,0,1,2,3\n", 1)
     (tmp_path / "i.csv").write_text(text)
     with pytest.warns(UserWarning, match=r"i\.csv: first column 'id' taken as pandas' index"):
