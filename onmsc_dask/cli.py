@@ -311,7 +311,12 @@ def _url(args: argparse.Namespace) -> str | None:
 
 def _input_files(args: argparse.Namespace) -> dict:
     """What identifies the run's input: the built-in data set's name, or the path, size and modification time of
-    every input file (of every file of a store or directory, but a store's stages)."""
+    every input file (of every file of a store or directory, but a store's stages), and the CRC-32 of each file given
+    itself (a file replaced by one of the same size with its old modification time, as `cp -p` restores one)."""
+    import fsspec
+
+    from .store import crc32
+
     if not args.data:
         return {"dataset": args.dataset or "digits"}
 
@@ -319,7 +324,8 @@ def _input_files(args: argparse.Namespace) -> dict:
         st = path.stat()
         return [st.st_size, st.st_mtime_ns]
 
-    return {str(p.resolve()): stat(p) if p.is_file() else
+    local = fsspec.filesystem("file")
+    return {str(p.resolve()): [*stat(p), crc32(local, str(p))] if p.is_file() else
             {str(f.relative_to(p)): stat(f) for f in sorted(p.rglob("*"))
              if f.is_file() and f.relative_to(p).parts[0] != "stages"}
             for p in [*args.data, *([args.labels] if args.labels is not None else [])]}

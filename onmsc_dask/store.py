@@ -600,7 +600,7 @@ def _file_record(fs: Any, folder: str, crc: bool) -> dict[str, list[int]]:
     """[size] (and CRC-32 with ``crc``) of each file under ``folder``, by its path there (none when it is missing)."""
     if not fs.exists(folder):
         return {}
-    return {file[len(folder) + 1:]: [fs.size(file), *([_crc32(fs, file)] if crc else [])]
+    return {file[len(folder) + 1:]: [fs.size(file), *([crc32(fs, file)] if crc else [])]
             for file in sorted(fs.find(folder))}
 
 
@@ -613,7 +613,7 @@ def _file_damage(fs: Any, folder: str, recorded: dict[str, list[int]], named: bo
             problem = "is missing"
         elif fs.size(file) != size:
             problem = f"has {fs.size(file)} bytes, {size} were written"
-        elif crc and _crc32(fs, file) != crc[0]:
+        elif crc and crc32(fs, file) != crc[0]:
             problem = "does not match the checksum written with it"
         else:
             continue
@@ -621,7 +621,7 @@ def _file_damage(fs: Any, folder: str, recorded: dict[str, list[int]], named: bo
     return None
 
 
-def _crc32(fs: Any, file: str) -> int:
+def crc32(fs: Any, file: str) -> int:
     """CRC-32 of a file's bytes, read in blocks."""
     crc = 0
     with fs.open(file, "rb") as f:

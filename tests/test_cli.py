@@ -722,3 +722,32 @@ def test_a_damaged_view_of_the_runs_store_is_written_again_from_the_input(tmp_pa
     np.testing.assert_array_equal(np.load(out / "labels.npy"), first)
     assert main(command) == 0
     assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks" in capsys.readouterr().err
+
+
+def test_an_input_file_of_the_same_size_and_time_but_other_content_is_new_input(tmp_path, scheduler, capsys):
+    """A view file replaced by one of the same size with its old modification time (as `cp -p` or `rsync -t` restore
+    a backup): the run used to say "resuming" and give the old input's labels; the files' CRC-32 tells them apart."""
+    import os
+
+    views, y = _blobs(n_per_class=100)
+    path, out = tmp_path / "v0.npy", tmp_path / "run"
+    np.save(path, views[0])
+    np.save(tmp_path / "v1.npy", views[1])
+    np.save(tmp_path / "y.npy", y)
+    command = ["run", "--data", str(path), str(tmp_path / "v1.npy"), "--labels", str(tmp_path / "y.npy"), "--out",
+               str(out), "--embedding", "anchor", "--n-landmarks", "60", "--scheduler", scheduler]
+    assert main(command) == 0
+    first = np.load(out / "labels.npy")
+    before = path.stat()
+    order = np.random.default_rng(1).permutation(len(y))
+    np.save(path, views[0][order])  # the same size, other rows
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    capsys.readouterr()
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert "resuming" not in err and (f"replacing the previous run's store {out / 'views.zarr'} (made from other "
+                                      "input)") in err, err
+    assert not np.array_equal(np.load(out / "labels.npy"), first)
+    assert main(command) == 0  # unchanged since: resumed
+    assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks" in capsys.readouterr().err
