@@ -298,8 +298,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
         and the rows sampled per view for them (graph.landmark_centres); None: outofcore.LANDMARK_SAMPLE_PER_LANDMARK
         (7.5) rows per landmark, at least LANDMARK_SAMPLE_MIN (5000) (docs/defaults.md, "Landmark sample").
     anchor_method : ``"gram"`` or ``"tsqr"``, the anchor solver's eigensolver (outofcore.py).
-    random_state : seed; the same seed gives the same labels on any number of workers. None: fresh randomness on
-        every fit (each stage, the kNN search on all cores), as in scikit-learn.
+    random_state : an int seed in [0, 2**32 - 1]; the same seed gives the same labels on any number of workers (a
+        RandomState or Generator is refused: tasks on other workers derive their seeds from the int). None: fresh
+        randomness on every fit (each stage, the kNN search on all cores), as in scikit-learn.
 
     Attributes
     ----------
