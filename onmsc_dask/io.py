@@ -472,11 +472,13 @@ def load_view_files(
     pickle), a ``scipy.sparse.save_npz`` matrix (views only) or a numeric comma-separated UTF-8 .csv file. Errors
     name the views by ``names`` (default: view_file_names).
 
-    A .csv's first row is a header, and skipped, when it has a text field, or is consecutive integers a, a+1, ...
-    (pandas' names 0, 1, ..., d-1 for unnamed columns, or years) after an index column's empty name, or with d >= 3
-    when the second row is not (with a warning; a first row 0 or 0, 1, e.g. labels or a one-hot sample, is data). A header whose first field is empty, as pandas writes with its
-    index (``df.to_csv(path)``), marks an index column, which is dropped (it must be numeric like the rest). An empty
-    field is an error. Errors give 1-based file line and column numbers.
+    A .csv's first row is a header, and skipped, when it has a text field, or is evenly spaced increasing numbers
+    (pandas' names 0, 1, ..., d-1 for unnamed columns, years, wavelengths) after an index column's empty name, or with
+    d >= 3 when the second row is not spaced alike (with a warning; a first row 0 or 0, 1, e.g. labels or a one-hot
+    sample, is data); uneven increasing numbers over d >= 8 columns stay a sample, with a warning. A header whose first
+    field is empty, as pandas writes with its index (``df.to_csv(path)``), or that names the first column before
+    columns named 0, 1, ..., d-2 (a named index, with a warning), marks an index column, which is dropped (it must be
+    numeric like the rest). An empty field is an error. Errors give 1-based file line and column numbers.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if y_path is not None and Path(y_path).suffix.lower() == ".npz":
@@ -589,14 +591,14 @@ def _numbers(fields: list[str]) -> np.ndarray | None:
     return values if np.isfinite(values).all() else None
 
 
-def _progression(fields: list[str]) -> bool:
-    """Whether `fields` are numbers a, a + s, a + 2s, ... with a step s > 0, or one integer: numeric column names
-    (pandas' 0, 1, ..., d - 1, years, evenly spaced wavelengths or frequencies)."""
+def _step(fields: list[str]) -> float | None:
+    """s when `fields` are numbers a, a + s, a + 2s, ... with a step s > 0 (1 for one integer), else None: numeric
+    column names (pandas' 0, 1, ..., d - 1, years, evenly spaced wavelengths or frequencies)."""
     if len(fields) == 1:
-        return re.fullmatch(r"[+-]?\d+", fields[0].strip()) is not None
+        return 1.0 if re.fullmatch(r"[+-]?\d+", fields[0].strip()) else None
     values = _numbers(fields)
     steps = np.diff(values) if values is not None and len(values) >= 2 else np.zeros(1)
-    return bool(steps[0] > 0 and np.allclose(steps, steps[0], rtol=1e-6, atol=0))
+    return float(steps[0]) if steps[0] > 0 and np.allclose(steps, steps[0], rtol=1e-6, atol=0) else None
 
 
 def _increasing(fields: list[str]) -> bool:
@@ -605,12 +607,15 @@ def _increasing(fields: list[str]) -> bool:
     return values is not None and bool(np.all(np.diff(values) > 0))
 
 
-def _csv_hint(first: str, message: str) -> str:
-    """What a CSV read error most likely means: another field separator, or missing values."""
+def _csv_hint(first: str, line: int, message: str) -> str:
+    """What a CSV read error at `line` most likely means: another field separator, a comma ending every line, or
+    missing values."""
     if ";" in first or "\t" in first:
         return f"; fields must be separated by commas (this file uses {'semicolons' if ';' in first else 'tabs'})"
+    if first.rstrip("\r\n").endswith(","):
+        return "; its lines end with a comma (an empty last field)"
     found = re.search(r"could not convert string '([^']*)'", message)
-    if found and found[1].strip().lower() in ("", "na", "n/a", "null", "none", "?", "-"):
+    if line > 1 and found and found[1].strip().lower() in ("", "na", "n/a", "null", "none", "?", "-"):
         return "; it holds missing values: impute them or drop their rows first"
     return ""
 
@@ -631,14 +636,18 @@ def _read_csv(path: Path) -> np.ndarray:
             head = [(1, first), (2, second)]
             fields = [field.strip() for field in first.split(",")]
             # pandas' index column: under an empty header field, or under its name before columns named 0, 1, ...
-            named_index = len(fields) > 2 and not _is_number(fields[0]) and fields[1] == "0" and _progression(fields[1:])
+            named_index = (len(fields) > 2 and fields[0] != "" and not _is_number(fields[0])
+                           and fields[1:] == [str(j) for j in range(len(fields) - 1)]
+                           and len(second.split(",")) == len(fields))
             index = (fields[0] == "" or named_index) and len(fields) > 1
             if named_index:
                 user_warning(f"{path}: first column {fields[0]!r} taken as pandas' index (the header names the other "
                              "columns 0, 1, ...), not as a feature")
             names, next_row = fields[index:], second.split(",")[index:]
-            numeric_names = _progression(names)  # e.g. pandas' names 0, 1, ... of unnamed columns, years
-            header = (numeric_names and (index or len(names) >= 3 and not _progression(next_row))
+            step = _step(names)  # e.g. pandas' names 0, 1, ... of unnamed columns, years
+            numeric_names = step is not None
+            next_step = _step(next_row)  # a sample spaced like the first row: both are data (counts 3, 4, 5, ...)
+            header = (numeric_names and (index or len(names) >= 3 and not (next_step and np.isclose(next_step, step)))
                       or any(name and not _is_number(name) for name in names))
             if header and numeric_names and not index:  # a sample could read 0, 1, 2, ... too
                 user_warning(f"{path}: first row {first.strip()} taken as column names (evenly spaced increasing "
@@ -658,7 +667,8 @@ def _read_csv(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: not a UTF-8 text file, as CSV files must be ({byte})") from exc
     except ValueError as exc:  # numpy's own row numbers skip the header and blank lines, and start at 0 or 1
         message = re.sub(r" at row \d+", "", str(exc))
-        raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message}){_csv_hint(first, message)}") from exc
+        raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message}){_csv_hint(first, line, message)}") \
+            from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
     return data[:, 1:] if header and index else data

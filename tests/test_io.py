@@ -720,10 +720,21 @@ def test_csv_numeric_headers_a_named_index_and_read_errors(tmp_path, dataset):
     with pytest.raises(ValueError, match=r"s\.csv: not a numeric CSV file .*; fields must be separated by commas "
                                          r"\(this file uses semicolons\)"):
         load_view_files(tmp_path / "s.csv")
-    (tmp_path / "na.csv").write_text("1,2,3\n4,NA,6\n")
+    (tmp_path / "na.csv").write_text("1,5,2\n4,NA,6\n")
     with pytest.raises(ValueError, match=r"na\.csv: not a numeric CSV file \(line 2: .*'NA'.*\); it holds missing "
                                          r"values: impute them or drop their rows first"):
         load_view_files(tmp_path / "na.csv")
+    (tmp_path / "trail.csv").write_text("1,5,2,\n4,3,6,\n")
+    with pytest.raises(ValueError, match=r"trail\.csv: .*; its lines end with a comma \(an empty last field\)$"):
+        load_view_files(tmp_path / "trail.csv")
+    (tmp_path / "two.csv").write_text("id,0,1\n1,2\n3,4\n")  # a header over two columns: no index to drop
+    np.testing.assert_array_equal(load_view_files(tmp_path / "two.csv")[0][0], [[1, 2], [3, 4]])
+    (tmp_path / "steps.csv").write_text("0,1,2\n1,3,5\n2,2,7\n")  # a sample spaced unlike pandas' names
+    with pytest.warns(UserWarning, match=r"steps\.csv: first row 0,1,2 taken as column names"):
+        np.testing.assert_array_equal(load_view_files(tmp_path / "steps.csv")[0][0], [[1, 3, 5], [2, 2, 7]])
+    with warnings.catch_warnings():  # pandas' own index under an empty name: dropped without a word
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(load_view_files(_pandas_csv(tmp_path / "p.csv", X))[0][0], X)
 
 
 def test_a_sparse_first_view_goes_with_a_labels_file(tmp_path, dataset):
