@@ -614,6 +614,9 @@ def _csv_hint(first: str, line: int, message: str) -> str:
         return f"; fields must be separated by commas (this file uses {'semicolons' if ';' in first else 'tabs'})"
     if first.rstrip("\r\n").endswith(","):
         return "; its lines end with a comma (an empty last field)"
+    if line == 1 and first.startswith(","):
+        return ("; a first line with an empty first field is read as pandas' header of an index column when its other "
+                "fields are names or evenly spaced numbers")
     found = re.search(r"could not convert string '([^']*)'", message)
     if line > 1 and found and found[1].strip().lower() in ("", "na", "n/a", "null", "none", "?", "-"):
         return "; it holds missing values: impute them or drop their rows first"

@@ -727,6 +727,10 @@ def test_csv_numeric_headers_a_named_index_and_read_errors(tmp_path, dataset):
     (tmp_path / "trail.csv").write_text("1,5,2,\n4,3,6,\n")
     with pytest.raises(ValueError, match=r"trail\.csv: .*; its lines end with a comma \(an empty last field\)$"):
         load_view_files(tmp_path / "trail.csv")
+    _pandas_csv(tmp_path / "ui.csv", X, columns=[400, 415.5, 433, 460])  # index and uneven numeric names
+    with pytest.raises(ValueError, match=r"ui\.csv: not a numeric CSV file \(line 1: .*\); a first line with an "
+                                         r"empty first field is read as pandas' header"):
+        load_view_files(tmp_path / "ui.csv")
     (tmp_path / "two.csv").write_text("id,0,1\n1,2\n3,4\n")  # a header over two columns: no index to drop
     np.testing.assert_array_equal(load_view_files(tmp_path / "two.csv")[0][0], [[1, 2], [3, 4]])
     (tmp_path / "steps.csv").write_text("0,1,2\n1,3,5\n2,2,7\n")  # a sample spaced unlike pandas' names
