@@ -93,7 +93,7 @@ EXAMPLES = """examples:
   onmsc-dask run --dataset digits --out runs/digits            built-in data, no download (about 1 minute)
   onmsc-dask run --data data.mat --view-names rgb depth --out runs/data
   onmsc-dask run --data a.csv b.csv --labels y.csv --out runs/ab   one file per view
-  onmsc-dask run --data runs/big/views.zarr --out runs/big     resume an anchor run after its last stage
+  onmsc-dask run --data big.npz --embedding anchor --out runs/big   run again, it resumes after its last stage
   onmsc-dask run --data data.mat --scheduler tcp://HEAD:8786 --out runs/data
 then open runs/.../report.html in a browser."""
 

@@ -218,9 +218,29 @@ def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None,
     name the views by ``names`` and the rows in the whole input: the block starts at ``first_row``, or, as a dask
     block, where ``block_info`` places it)."""
     first_row = block_info[None]["array-location"][0][0] if block_info is not None else first_row
-    for p, X in enumerate(blocks):
-        check_finite(X, view_label(p, names), first_row)
+    _check_values(ext, blocks, names, first_row)
     return getattr(ext, method)(list(blocks))
+
+
+def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: int) -> None:
+    """New rows (blocks starting at ``first_row`` of the input; None for a view not read) are finite, and
+    non-negative in a view fitted with the ``counts`` metric (log(1 + count) of a negative value is NaN or -inf: the
+    rows' labels would be silently arbitrary)."""
+    for p, X in enumerate(blocks):
+        if X is None:
+            continue
+        label = view_label(p, names)
+        check_finite(X, label, first_row)
+        if ext.views[p] is not None and ext.views[p].metric == "counts":
+            if sp.issparse(X):
+                X = sp.csr_matrix(X)
+                negative = np.unique(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[X.data < 0])
+            else:
+                negative = np.flatnonzero((np.asarray(X) < 0).any(axis=1))
+            if negative.size:
+                raise ValueError(f"{label}: has negative values (e.g. in rows {(negative[:5] + first_row).tolist()}), "
+                                 "but the fitted view's metric 'counts' (cosine on log(1 + count)) needs counts of "
+                                 "0 or more")
 
 
 def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.ndarray:
@@ -229,6 +249,7 @@ def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.
 
     store = MultiViewStore(path)
     blocks = [store.read_rows(p, start, stop) if ext.views[p] is not None else None for p in range(store.n_views)]
+    _check_values(ext, blocks, store.view_names, start)
     return getattr(ext, method)(blocks)
 
 

@@ -306,3 +306,29 @@ def test_predict_errors_name_the_views_as_the_fit_did(monkeypatch):
     assert kept.view_names_ == ["colour", "flat", "shape"]  # of the input views, the left-out one too
     with pytest.raises(ValueError, match=r"^view 2 \('shape'\): contains NaN values"):
         kept.predict([views[0], np.ones((300, 2)), bad])
+
+
+@pytest.mark.parametrize("embedding", ["exact", "anchor"])
+def test_negative_values_in_a_counts_view_are_a_named_error(embedding, tmp_path):
+    """A view fitted with the counts metric (log(1 + count)): a negative value in new rows gave NaN from transform and
+    label 0 from predict, silently; now an error naming the view and the rows, for numpy, sparse, dask and a store."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 600)
+    P = rng.dirichlet(np.full(400, 0.1), size=3)
+    words = np.vstack([rng.multinomial(15, P[c]) for c in y]).astype(float)
+    dense = rng.normal(size=(600, 5)) + np.eye(3, 5)[y] * 4
+    model = ONMSC(3, embedding=embedding, random_state=0).fit([dense, words], view_names=["dense", "words"])
+    assert model.metric_[1] == "counts"
+    new = words[:60].copy()
+    new[[7, 12], 0] = -2.0
+    message = (r"view 1 \('words'\): has negative values \(e.g. in rows \[7, 12\]\), but the fitted view's metric "
+               r"'counts' \(cosine on log\(1 \+ count\)\) needs counts of 0 or more")
+    for given in (new, sp.csr_matrix(new), da.from_array(new, chunks=(20, -1))):
+        for method in (model.predict, model.transform):
+            with pytest.raises(ValueError, match=message):
+                out = method([dense[:60], given])
+                out.compute() if hasattr(out, "compute") else out
+    store = MultiViewStore.create(tmp_path / "new.zarr", [dense[:60], new], view_names=["dense", "words"])
+    with pytest.raises(ValueError, match=message):
+        model.predict(store)
+    assert model.predict([dense[:60], words[:60]]).shape == (60,)  # counts of 0 or more: labels as before
