@@ -28,8 +28,9 @@ MAP_POINTS, THUMBNAILS = 5000, 12
 FIGURE_DPI = 90
 #: why a view has weight 0: left out before the graphs (validation.informative_views), or of the fusion
 LEFT_OUT = {"before": "constant, or fewer distinct rows than clusters: no graph, weight 0",
-            "fusion": "its graph falls into more pieces than clusters, or it shares no cluster structure with any "
-                      "other view (the run's warning says which): weight 0, not in F's graph"}
+            "fusion": "its graph falls into more pieces than clusters, its anchor graph has too few distinct "
+                      "landmarks, or it shares no cluster structure with any other view (the run's warning says "
+                      "which): weight 0, not in F's graph"}
 
 
 @dataclass
