@@ -23,7 +23,7 @@ from .assign import normalize_rows
 from .cluster import scattered
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
-from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, view_label,
+from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, rows_where, view_label,
                          view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
@@ -232,11 +232,7 @@ def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: in
         label = view_label(p, names)
         check_finite(X, label, first_row)
         if ext.views[p] is not None and ext.views[p].metric == "counts":
-            if sp.issparse(X):
-                X = sp.csr_matrix(X)
-                negative = np.unique(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[X.data < 0])
-            else:
-                negative = np.flatnonzero((np.asarray(X) < 0).any(axis=1))
+            negative = rows_where(X, (X.data if sp.issparse(X) else np.asarray(X)) < 0)
             if negative.size:
                 raise ValueError(f"{label}: has negative values (e.g. in rows {(negative[:5] + first_row).tolist()}), "
                                  "but the fitted view's metric 'counts' (cosine on log(1 + count)) needs counts of "

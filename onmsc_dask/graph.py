@@ -302,7 +302,7 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
     width = n_clusters if width is None else width
     few_landmarks = (f"only {graph.shape[1]} distinct landmarks (its rows take few distinct values), not more than "
                      f"{width_label(width, n_clusters)}, so the anchor graph has too few eigenvectors"
-                     if anchor and graph.shape[1] <= width else None)
+                     if _too_few_landmarks(graph, width, anchor) else None)
     if leave_out and (c > width or few_landmarks):
         reason = (few_landmarks if few_landmarks else
                   f"its graph falls apart into {c} disconnected pieces, more than {width_label(width, n_clusters)}")
@@ -321,13 +321,18 @@ def check_components(graph: sp.spmatrix, label: str, n_clusters: int, anchor: bo
     return True
 
 
+def _too_few_landmarks(graph: sp.spmatrix, width: int, anchor: bool) -> bool:
+    """Whether an anchor graph (n x m) has no more landmarks than the embedding's width, so too few eigenvectors."""
+    return anchor and graph.shape[1] <= width
+
+
 def usable_graphs(graphs: Sequence[sp.spmatrix], labels: Sequence[str], n_clusters: int, width: int,
                   anchor: bool = False, views: Sequence | None = None) -> np.ndarray:
     """Indices of the views whose graph check_components accepts: a graph in more pieces than ``width`` (or an anchor
     graph of at most ``width`` landmarks) is left out with a warning while another view's graph is usable, else an
     error."""
     pieces = [n_components(graph, anchor) for graph in graphs]
-    leave_out = any(c <= width and not (anchor and graph.shape[1] <= width) for c, graph in zip(pieces, graphs))
+    leave_out = any(c <= width and not _too_few_landmarks(graph, width, anchor) for c, graph in zip(pieces, graphs))
     return np.flatnonzero([check_components(graph, label, n_clusters, anchor=anchor, width=width,
                                             view=None if views is None else views[p], leave_out=leave_out,
                                             pieces=pieces[p])

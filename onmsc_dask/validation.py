@@ -132,13 +132,19 @@ def moderate_scale(X, top: float):
     return X
 
 
+def rows_where(X, mask: np.ndarray) -> np.ndarray:
+    """The distinct rows of X, in order, holding an entry where ``mask`` (over X's values: X.data when sparse) is
+    true."""
+    return np.unique(X.tocoo().row[mask.ravel()] if sp.issparse(X) else np.nonzero(mask)[0])
+
+
 def check_finite(X, label: str, first_row: int = 0) -> None:
     """Raise naming `label` and a few rows (numbered from `first_row`) if X holds NaN or infinite values."""
     values = X.data if sp.issparse(X) else X
     bad = ~np.isfinite(values)
     if bad.any():
         kind = "NaN" if np.isnan(values).any() else "infinite"
-        rows = np.unique(np.nonzero(bad)[0])[:5] if not sp.issparse(X) else np.unique(X.tocoo().row[bad.ravel()])[:5]
+        rows = rows_where(X, bad)[:5]
         raise ValueError(f"{label}: contains {kind} values (e.g. in rows {(rows + first_row).tolist()}); impute or "
                          "drop them first")
 
