@@ -551,11 +551,11 @@ def run(args: argparse.Namespace, log: _Log) -> dict:
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file; it must be a directory (created if missing)")
     _check_arguments(args)
-    with OutputLock(args.out):
-        return _run(args, log)
+    with OutputLock(args.out), recorded_warnings() as shown:
+        return _run(args, log, shown)
 
 
-def _run(args: argparse.Namespace, log: _Log) -> dict:
+def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
     from distributed import Client, LocalCluster
     from distributed.client import ClosedClientError
 
@@ -623,7 +623,7 @@ def _run(args: argparse.Namespace, log: _Log) -> dict:
 
     write_labels(args.out, fit["labels"])
     report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
-                     None if args.scheduler else workers, n_workers)
+                     None if args.scheduler else workers, n_workers, shown)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     write_report(args.out, _page(store, source, fit, report, args.random_state))
     log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy, labels.csv")
@@ -646,7 +646,7 @@ def _page(store: Any, source: str, fit: dict, report: dict, random_state: int) -
                       objective=fit["objective"], refinement_objective=fit["refinement_objective"],
                       view_metrics=report["resolved"]["metric"], scores=report["metrics"],
                       single_scores=report["single_view_scores"], facts=facts, random_state=random_state,
-                      left_out_views=report["resolved"].get("left_out_views", []))
+                      left_out_views=report["resolved"].get("left_out_views", []), warnings=report["warnings"])
 
 
 def _watch(client: Any, stack: ExitStack, log: _Log) -> None:
@@ -666,8 +666,8 @@ def _naming(exc: ValueError, copy: Path, source: Path) -> ValueError:
 
 
 def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metrics: dict | None, timings: dict,
-            workers: int | None, n_workers: int) -> dict:
-    """The content of report.json."""
+            workers: int | None, n_workers: int, shown: list[str]) -> dict:
+    """The content of report.json; `shown`: the run's warnings."""
     from .report import cluster_sizes, single_view_scores
 
     y = store.labels
@@ -695,6 +695,7 @@ def _report(args: argparse.Namespace, store: Any, source: str, fit: dict, metric
         "refinement_objective": [float(v) for v in fit["refinement_objective"]],
         "timings": timings | {"fit_stages": fit["stages"]},
         "versions": versions(),
+        "warnings": list(shown),  # last: with those of the scores above
     }
 
 
@@ -780,3 +781,18 @@ def warnings_as_lines(prog: str) -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.showwarning = show
         yield
+
+
+@contextmanager
+def recorded_warnings() -> Iterator[list[str]]:
+    """The messages of the warnings shown meanwhile (in order; each still shown as before), for the report."""
+    shown: list[str] = []
+    previous = warnings.showwarning
+
+    def show(message, *args, **kwargs) -> None:
+        shown.append(str(message))
+        previous(message, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield shown

@@ -108,7 +108,8 @@ def warn_unrelated(related: np.ndarray, shares: np.ndarray, n: int, k: int, name
     """A warning naming each view related_views left out, with its largest share and the threshold; ``names`` are
     the views' names, or with ``labelled`` their full labels."""
     for p in np.flatnonzero(~np.asarray(related, bool)):
-        user_warning(f"{names[p] if labelled else view_label(p, names)} shares no cluster structure with any other view (largest share of its "
+        label = names[p] if labelled else view_label(p, names)
+        user_warning(f"{label}: shares no cluster structure with any other view (largest share of its "
                      f"cluster directions {shares[p]:.3g}, chance level {(k - 1) / n:.3g}, threshold "
                      f"{related_threshold(n, k, len(related)):.3g}); it is left out of the fusion and of the average "
                      "graph (weight 0)")

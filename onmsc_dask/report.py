@@ -29,8 +29,7 @@ FIGURE_DPI = 90
 #: why a view has weight 0: left out before the graphs (validation.informative_views), or of the fusion
 LEFT_OUT = {"before": "constant, or fewer distinct rows than clusters: no graph, weight 0",
             "fusion": "its graph falls into more pieces than clusters, its anchor graph has too few distinct "
-                      "landmarks, or it shares no cluster structure with any other view (the run's warning says "
-                      "which): weight 0, not in F's graph"}
+                      "landmarks, or it shares no cluster structure with any other view: weight 0, not in F's graph"}
 
 
 @dataclass
@@ -54,6 +53,7 @@ class RunPage:
     thumbnails: np.ndarray | None = None  # (k, THUMBNAILS, h, w), NaN where a cluster has fewer samples
     facts: dict[str, Any] = field(default_factory=dict)  # parameters and timings, shown as they are
     left_out_views: list[int] = field(default_factory=list)  # left out before the graphs (ONMSC.left_out_views_)
+    warnings: list[str] = field(default_factory=list)  # the run's warning messages, e.g. why a view was left out
 
 
 def cluster_sizes(labels: np.ndarray, n_clusters: int) -> list[int]:
@@ -287,19 +287,23 @@ def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None)
     (out / "convergence.png").write_bytes(pngs["objective"])
     k = _n_clusters(page)
     sizes = cluster_sizes(page.labels, k)
+    which = " (the warnings below say which)" if page.warnings else ""
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
                    [[name, d, m or "-", float(mu), "yes" if kept else
-                     f"no: {LEFT_OUT['before' if p in page.left_out_views else 'fusion']}"]
+                     f"no: {LEFT_OUT['before' if p in page.left_out_views else 'fusion']}{which}"]
                     for p, (name, d, m, mu, kept) in enumerate(zip(page.view_names, page.view_dims, page.view_metrics,
                                                                    page.view_weights, page.related_views))],
                    [[None, None, None, f"view_weights.{name}", None] for name in page.view_names])
     parts = [f"<h1>{html.escape(page.title)}</h1>",
              f'<p>{html.escape(page.source)}: <b data-key="n_samples">{len(page.labels)}</b> samples, '
              f'{len(page.view_names)} views, <b data-key="n_clusters">{k}</b> clusters.</p>',
-             "<h2>Views</h2>", views,
-             "<h2>Clusters</h2>",
-             _table(["cluster"] + [str(c) for c in range(k)], [["samples"] + sizes],
-                    [[None] + [f"cluster_sizes.{c}" for c in range(k)]])]
+             "<h2>Views</h2>", views]
+    if page.warnings:
+        parts += ["<h2>Warnings</h2>", "<ul>" + "".join(f'<li data-key="warnings.{i}">{html.escape(w)}</li>'
+                                                       for i, w in enumerate(page.warnings)) + "</ul>"]
+    parts += ["<h2>Clusters</h2>",
+              _table(["cluster"] + [str(c) for c in range(k)], [["samples"] + sizes],
+                     [[None] + [f"cluster_sizes.{c}" for c in range(k)]])]
     if page.scores is not None:
         parts += ["<h2>Against the labels</h2>",
                   _table(["", "ACC", "NMI", "ARI", "purity"],
@@ -342,7 +346,7 @@ def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, reado
                view_weights: np.ndarray, related_views: np.ndarray, objective: np.ndarray,
                refinement_objective: np.ndarray, view_metrics: list[str], scores: dict | None,
                single_scores: dict | None, facts: dict, random_state: int = 0,
-               left_out_views: list[int] = ()) -> RunPage:
+               left_out_views: list[int] = (), warnings: list[str] = ()) -> RunPage:
     """The RunPage of a fit of `store`'s views (thumbnails when its metadata names an image view)."""
     image = image_view(store.metadata)
     k = int(np.max(labels)) + 1
@@ -353,4 +357,4 @@ def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, reado
                    refinement_objective=np.asarray(refinement_objective), readout=np.asarray(readout),
                    y=store.labels, scores=scores, single_view_scores=single_scores,
                    thumbnails=None if image is None else thumbnails(store, *image, np.asarray(labels), k, random_state),
-                   facts=facts, left_out_views=list(left_out_views))
+                   facts=facts, left_out_views=list(left_out_views), warnings=list(warnings))

@@ -44,8 +44,8 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import (cluster_count, connect, one_line, positive_int, quiet_client_log, seed_arg, versions,
-                            warnings_as_lines)
+from onmsc_dask.cli import (cluster_count, connect, one_line, positive_int, quiet_client_log, recorded_warnings,
+                            seed_arg, versions, warnings_as_lines)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
 from onmsc_dask.progress import Progress
@@ -366,7 +366,7 @@ def page(store: MultiViewStore, result: Any, report: dict) -> Any:
                       view_weights=result.view_weights, related_views=result.related_views,
                       objective=result.objective, refinement_objective=result.refinement_objective,
                       view_metrics=result.metrics, scores=report["scores"], single_scores=None,  # main adds them when scored
-                      facts=facts, random_state=report["random_state"])
+                      facts=facts, random_state=report["random_state"], left_out_views=list(result.left_out_views))
 
 
 class Deprecated(argparse.Action):
@@ -421,6 +421,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
     with ExitStack() as cluster, ExitStack() as stack:
+        shown = stack.enter_context(recorded_warnings())
         client = None
         if args.scheduler:  # first: a wrong --scheduler fails before anything is read or written
             log(f"connecting to {args.scheduler}")
@@ -453,6 +454,7 @@ def main(argv: list[str] | None = None) -> dict:
             write_labels(args.out, result.labels)
             report["single_view_scores"] = run_page.single_view_scores = None if scores is None else {
                 name: future.result() for name, future in zip(store.view_names, scores)}
+        report["warnings"] = run_page.warnings = list(shown)
         (args.out / "report.json").write_text(json.dumps(report, indent=2))
         write_report(args.out, run_page, pngs)
         log(f"wrote {args.out / 'report.html'}")

@@ -667,7 +667,7 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
     early); with it, its weight is 0 and the fit equals the one without the view up to the seeds."""
     views, y = small_digits
     noisy = views + [np.random.default_rng(0).normal(size=(len(y), 20))]
-    with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
+    with pytest.warns(UserWarning, match="view 3: shares no cluster structure"):
         est = ONMSC(10, fusion=fusion, random_state=0).fit(noisy)
     assert est.related_views_.tolist() == [True, True, True, False] and est.view_weights_[3] == 0.0
     base = ONMSC(10, fusion=fusion, random_state=0).fit(views)
@@ -677,7 +677,7 @@ def test_noise_view_is_left_out_with_a_warning(small_digits, fusion):
         from onmsc_dask.assign import refine_labels
 
         plain = ONMSC(10, refine=False, keep_intermediate=True, random_state=0).fit(noisy)
-        with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
+        with pytest.warns(UserWarning, match="view 3: shares no cluster structure"):
             refined = ONMSC(10, refine=True, random_state=0).fit(noisy)
         np.testing.assert_array_equal(refine_labels(plain.view_graphs_[:3], plain.labels_, 10)[0], refined.labels_)
     off = ONMSC(10, fusion=fusion, drop_unrelated_views=False, random_state=0).fit(noisy)

@@ -1,5 +1,6 @@
 """The ``onmsc-dask`` command line, run in-process on real Dask clusters."""
 import importlib.metadata
+import html
 import json
 import subprocess
 import sys
@@ -468,6 +469,9 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     assert sorted(zarr.open_group(store.path / "stages" / "view_graphs", mode="r").keys()) == ["view1", "view2"]
     page = (out / "report.html").read_text()
     assert "<td>few</td><td>2</td><td>-</td>" in page and "no: constant, or fewer distinct rows than clusters" in page
+    reason = next(w for w in report["warnings"] if w.startswith("view 0 ('few'): only 2 distinct rows"))  # which one
+    assert "(the warnings below say which)" in page and f'"warnings.{report["warnings"].index(reason)}">' \
+        f"{html.escape(reason)}</li>" in page
 
 
 def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_path, capsys):

@@ -185,7 +185,7 @@ def test_each_warning_once_as_in_late_fusion():
         with pytest.warns(UserWarning) as record:
             ONMSC(3, fusion=fusion, random_state=0).fit(noisy)
         messages = [str(w.message) for w in record]
-        assert sum("view 2 shares no cluster structure" in m for m in messages) == 1, messages
+        assert sum("view 2: shares no cluster structure" in m for m in messages) == 1, messages
         assert len(messages) == len(set(messages)), messages
 
 

@@ -144,9 +144,9 @@ def test_noise_view_left_out_out_of_core_as_in_memory(tmp_path):
     views, y = _views()
     views = views + [np.random.default_rng(0).uniform(size=(len(y), 12))]
     store = MultiViewStore.create(tmp_path / "noisy.zarr", views, y, chunk_rows=128)
-    with pytest.warns(UserWarning, match="view 3 .* shares no cluster structure"):
+    with pytest.warns(UserWarning, match="view 3 .*: shares no cluster structure"):
         res = fit_store(store, 10, **PARAMS)
-    with pytest.warns(UserWarning, match="view 3 shares no cluster structure"):
+    with pytest.warns(UserWarning, match="view 3: shares no cluster structure"):
         est = ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3, keep_intermediate=True,
                     random_state=0).fit(views)
     assert res.related_views.tolist() == est.related_views_.tolist() == [True, True, True, False]

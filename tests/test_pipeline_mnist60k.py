@@ -426,7 +426,7 @@ def test_warnings_are_one_line_and_the_report_names_the_weights(tmp_path):
     """`python pipelines/mnist60k.py` on images of which two are all black (all-zero rows of the cosine views): the
     library's warnings as `mnist60k: warning: ...` lines (they were Python's two-line warnings with the source line);
     report.json gives mu by view name (a list before), the refinement's trace and the package versions, as the
-    CLI's does."""
+    CLI's does, and the warnings (also on report.html)."""
     import subprocess
     import sys
 
@@ -447,3 +447,5 @@ def test_warnings_are_one_line_and_the_report_names_the_weights(tmp_path):
     assert list(report["view_weights"]) == ["pixels", "hog", "dct"]
     assert sum(report["view_weights"].values()) == pytest.approx(1.0)
     assert report["refinement_objective"] and report["versions"]["onmsc-dask"]
+    assert [w for w in report["warnings"] if "all-zero rows" in w] == [line.split("warning: ", 1)[1] for line in warned]
+    assert '<li data-key="warnings.0">' in (out / "report.html").read_text()

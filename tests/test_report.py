@@ -51,8 +51,9 @@ def rendered(page: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
-    """The CLI on a store of 10 x 10 images (three classes: a bright square in one of three places) with two views,
-    the pixels and a noisier copy of their row and column sums, with labels."""
+    """The CLI on a store of 10 x 10 images (three classes: a bright square in one of three places) with three views,
+    the pixels, a noisier copy of their row and column sums, and noise (left out of the fusion, with a warning), with
+    labels."""
     tmp = tmp_path_factory.mktemp("report")
     rng = np.random.default_rng(0)
     y = np.arange(150) % 3
@@ -60,8 +61,8 @@ def run(tmp_path_factory) -> Path:
     for c in range(3):
         images[y == c, 1 + 3 * c:4 + 3 * c, 1 + 3 * c:4 + 3 * c] += 1
     profiles = np.hstack([images.sum(axis=1), images.sum(axis=2)]) + rng.normal(0, 0.2, (150, 20))
-    store = MultiViewStore.create(tmp / "images.zarr", [images.reshape(150, -1), profiles], y,
-                                  view_names=["pixels", "profiles"],
+    store = MultiViewStore.create(tmp / "images.zarr", [images.reshape(150, -1), profiles, rng.normal(size=(150, 5))],
+                                  y, view_names=["pixels", "profiles", "noise"],
                                   metadata={"image_shape": {"view": 0, "shape": [10, 10]}})
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
         assert main(["run", "--data", str(store.path), "--out", str(tmp / "out"),
@@ -85,7 +86,11 @@ def test_report_renders_every_figure_and_the_numbers_of_report_json(run):
         assert keys[f"metrics.{metric}"] == f"{report['metrics'][metric]:.4f}"
         for view, scores in report["single_view_scores"].items():
             assert keys[f"single_view_scores.{view}.{metric}"] == f"{scores[metric]:.4f}"
-    assert set(report["single_view_scores"]) == {"pixels", "profiles"}
+    assert set(report["single_view_scores"]) == {"pixels", "profiles", "noise"}
+    assert report["view_weights"]["noise"] == 0 and report["resolved"]["related_views"] == [True, True, False]
+    assert [keys[f"warnings.{i}"] for i in range(len(report["warnings"]))] == report["warnings"]
+    assert any(w.startswith("view 2 ('noise'): shares no cluster structure") for w in report["warnings"])
+    assert f"warnings.{len(report['warnings'])}" not in keys
 
 
 @needs_chromium
