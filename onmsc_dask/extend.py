@@ -23,8 +23,8 @@ from .assign import normalize_rows
 from .cluster import scattered
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
-from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, rows_where, view_label,
-                         view_list)
+from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, numeric_objects,
+                         rows_where, view_label, view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
 
@@ -199,10 +199,7 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
         raise ValueError(f"got {len(views)} views, the model was fitted on {len(n_features)}")
     for p, (X, d) in enumerate(zip(views, n_features)):
         if X.dtype.kind == "O":  # numbers held as objects, as fit takes them
-            try:
-                views[p] = X = X.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{view_label(p, names)}: is not a numeric n x d array ({exc})") from None
+            views[p] = X = numeric_objects(X, view_label(p, names))
         check_known_shape(X, view_label(p, names))
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(f"{view_label(p, names)}: has shape {X.shape}, expected (n, {d}) as in the fit")

@@ -6,6 +6,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -70,6 +71,8 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
             X = np.asarray(X)
         except ValueError as exc:
             raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
+    if not sp.issparse(X) and X.dtype == object:  # e.g. a pandas table of mixed or nullable columns
+        X = numeric_objects(np.asarray(X), label)
     if np.issubdtype(X.dtype, np.complexfloating):
         raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
     if X.dtype.kind in "SUV":  # as predict and stores take them: numbers held as text are not converted here either
@@ -100,6 +103,27 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
     col_min, col_max = column_range(X)
     check_not_constant(col_max - col_min, n, label)
     return moderate_scale(X, max(np.abs(col_min).max(), np.abs(col_max).max()))
+
+
+def _object_kind(value: Any) -> int:
+    """1 for text, 2 for a missing value (None, pandas' NA), else 0."""
+    return 1 if isinstance(value, (str, bytes)) else 2 if value is None or type(value).__name__ == "NAType" else 0
+
+
+def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
+    """An object array as float64: text is refused as the text dtypes are (not converted), and missing values
+    (None, pd.NA) are named with their rows as NaN is."""
+    kind = np.frompyfunc(_object_kind, 1, 1)(X).astype(np.int8)
+    if (kind == 1).any():
+        raise ValueError(f"{label}: holds text (e.g. {X[kind == 1][0]!r}, in rows {rows_where(X, kind == 1)[:5].tolist()}"
+                         "), expected a numeric matrix (numbers read as text: convert them with X.astype(float))")
+    if (kind == 2).any():
+        raise ValueError(f"{label}: contains missing values (None or pd.NA; e.g. in rows "
+                         f"{rows_where(X, kind == 2)[:5].tolist()}); impute or drop them first")
+    try:
+        return X.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
 
 
 #: views whose largest magnitude lies outside [2**-SCALE_EXPONENT, 2**SCALE_EXPONENT] have squared distances

@@ -198,6 +198,14 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
     bad[7, 3] = np.nan
     with pytest.raises(ValueError, match="view 2: contains NaN"):
         model.predict([new[0], new[1], bad])
+    as_objects = new[2].astype(object)  # numbers as objects are taken, text among them is not, None is missing
+    assert (model.predict([new[0], new[1], as_objects]) == model.predict(new)).all()
+    as_objects[4, 1] = "0.5"
+    with pytest.raises(ValueError, match=r"view 2: holds text \(e\.g\. '0\.5', in rows \[4\]\)"):
+        model.predict([new[0], new[1], as_objects])
+    as_objects[4, 1] = None
+    with pytest.raises(ValueError, match=r"view 2: contains missing values \(None or pd\.NA; e\.g\. in rows \[4\]\)"):
+        model.predict([new[0], new[1], as_objects])
     masked = da.from_array(new[1], chunks=50)
     masked = masked[masked[:, 0] > -np.inf]  # NaN chunk sizes: used to fail as "has nan rows, expected nan"
     with pytest.raises(ValueError, match=r"view 1: has unknown chunk sizes; call compute_chunk_sizes\(\)"):

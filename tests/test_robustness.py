@@ -9,6 +9,7 @@ import warnings
 
 import dask
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.io
 import scipy.sparse as sp
@@ -88,8 +89,21 @@ BAD_INPUTS = {
     "numbers as text": (lambda v: [v[0], v[1].astype(str)], {}, ["view 1: has dtype <U32, expected a numeric matrix",
                                                                    "X.astype(float)"]),
     "bytes": (lambda v: [v[0], v[1].astype("S8")], {}, ["view 1: has dtype |S8, expected a numeric matrix"]),
+    # numbers as text in an object array (a pandas column of strings) used to be converted, silently
+    "text as objects": (lambda v: [v[0], v[1].astype(str).astype(object)], {},
+                        ["view 1: holds text (e.g. '", "in rows [0, 1, 2, 3, 4]", "X.astype(float)"]),
+    # pandas' missing value gave "is not a numeric n x d array (float() argument must be ... not 'NAType')"
+    "pandas NA": (lambda v: [v[0], _missing_at(v[1], 2)], {},
+                  ["view 1: contains missing values (None or pd.NA; e.g. in rows [2])"]),
     "ragged": (lambda v: [v[0], [[1.0, 2.0], [3.0]] * (N // 2)], {}, ["view 1: is not a numeric n x d array"]),
 }
+
+
+def _missing_at(X: np.ndarray, row: int) -> pd.DataFrame:
+    """X as a pandas table of nullable floats, its entry (row, 0) missing (pd.NA)."""
+    table = pd.DataFrame(X).astype("Float64")
+    table.iloc[row, 0] = pd.NA
+    return table
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))

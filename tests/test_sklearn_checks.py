@@ -43,7 +43,7 @@ NOT_APPLICABLE = {
     "check_fit2d_predict1d": "its error must read 'Reshape your data'; ONMSC's says a 1-D entry is not a view and how "
                              "to pass one",
     "check_dtype_object": "it expects numpy's TypeError for a view holding a dict; ONMSC raises ValueError naming the "
-                          "view (every bad-input error is a ValueError: the CLI's exit code 2)",
+                          "view (every error about a view's values is a ValueError: the CLI's exit code 2)",
 }
 
 
