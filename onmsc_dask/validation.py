@@ -31,17 +31,38 @@ def user_warning(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=level)
 
 
+class KeptName(str):
+    """The name of a view kept when others are left out (kept_names), with its input position; the name of an
+    unnamed view is ``view P``."""
+
+    position: int
+    named: bool
+
+    def __new__(cls, name: str | None, position: int) -> KeptName:
+        self = super().__new__(cls, f"view {position}" if name is None else name)
+        self.position, self.named = position, name is not None
+        return self
+
+    def __reduce__(self) -> tuple:  # to the workers as it is
+        return KeptName, (str(self) if self.named else None, self.position)
+
+
 def view_label(p: int, names: Sequence[str] | None = None) -> str:
-    """How errors name view p: ``view 1`` or ``view 1 ('text')``."""
-    return f"view {p}" + (f" ({names[p]!r})" if names is not None else "")
+    """How errors name view p: ``view 1`` or ``view 1 ('text')``, by its input position when names are
+    kept_names."""
+    name = None if names is None else names[p]
+    if isinstance(name, KeptName):
+        return f"view {name.position}" + (f" ({str(name)!r})" if name.named else "")
+    return f"view {p}" + (f" ({name!r})" if name is not None else "")
 
 
 def kept_names(names: Sequence[str] | None, kept: Sequence[int], n_views: int) -> list[str] | None:
-    """The names of the views ``kept`` of ``n_views``: when some are left out, an unnamed view is named by its input
-    position (``input view 2``), so messages about the rest do not renumber it."""
+    """The names of the views ``kept`` of ``n_views``: when some are left out, KeptName, so messages about the rest
+    name each view by its input position, not its position among those kept."""
     if len(kept) == n_views:
         return None if names is None else list(names)
-    return [names[p] if names is not None else f"input view {p}" for p in kept]
+    return [names[p] if names is not None and isinstance(names[p], KeptName)
+            else KeptName(None if names is None else names[p], p) for p in kept]
 
 
 def check_known_shape(X, label: str) -> None:

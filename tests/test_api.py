@@ -234,6 +234,25 @@ def test_degenerate_views_are_left_out_with_a_warning(fusion):
     assert not _left_out_fit(two_views, n_neighbors=4).left_out_views_.size  # nothing left out of good views
 
 
+@pytest.mark.parametrize("embedding", ["exact", "anchor"])
+def test_messages_after_a_view_is_left_out_name_the_others_by_their_input_position(embedding):
+    """With view 0 left out, the warnings about views 1 and 2 said 'view 0 ('input view 1')' and 'view 1 ('input
+    view 2')': two views called view 0 in one fit. Each view keeps its input position, named or not."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 40)
+    views = [np.ones((120, 3))] + [10 * np.eye(3, d)[y] + rng.normal(size=(120, d)) for d in (4, 6)]
+    for names, labels in [(None, ["view 0", "view 1", "view 2"]),
+                          (["c", "a", "b"], ["view 0 ('c')", "view 1 ('a')", "view 2 ('b')"])]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ONMSC(3, embedding=embedding, n_landmarks=30, random_state=0).fit(views, view_names=names)
+        said = [str(w.message) for w in caught]
+        assert any(m.startswith(f"{labels[0]}: is constant") for m in said), said
+        for label in labels[1:]:  # each well-separated view's graph falls into the 3 clusters
+            assert any(m.startswith(f"{label}: its graph has 3 disconnected pieces") for m in said), said
+        assert not any("input view" in m for m in said), said
+
+
 def test_bad_views_stay_errors(two_views):
     """NaN and mismatched views are errors, not left out; so is a fit with no view left, or a single view whose
     graph falls apart."""
