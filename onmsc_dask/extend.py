@@ -269,7 +269,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
                                  np.int64 if method == "predict" else np.float64) for s, e in views.row_chunks(0)]
         return da.concatenate(parts).compute()
     views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-                         for X in view_list(views)], n_features, names)
+                         for X in view_list(views, names)], n_features, names)
     if any(isinstance(X, da.Array) for X in views):
         views = [X if isinstance(X, da.Array) else da.from_array(X) for X in views]
         rows = views[0].chunks[0]

@@ -212,7 +212,7 @@ class MultiViewStore:
         fsspec URL with `storage_options`, as for opening.
         """
         path = location(path, storage_options)
-        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views)]
+        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views, view_names)]
         names = check_view_names(view_names, len(views))
         n = check_view_shapes(views, names)
         labels = None if y is None else as_labels(y, n)
@@ -508,7 +508,7 @@ def view_inputs(views, view_names: Sequence[str] | None,
         data, names = views, views.view_names
     else:
         data = [X if is_lazy(X) or sp.issparse(X) or isinstance(X, np.ndarray) or not hasattr(X, "__array__")
-                else np.asarray(X) for X in view_list(views)]
+                else np.asarray(X) for X in view_list(views, view_names)]
         names = None
     n_views = data.n_views if isinstance(data, MultiViewStore) else len(data)
     names = names if view_names is None else check_view_names(view_names, n_views)

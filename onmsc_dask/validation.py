@@ -229,9 +229,10 @@ def _ndim(X) -> int:
         return 2
 
 
-def view_list(views) -> list:
+def view_list(views, names: Sequence[str] | None = None) -> list:
     """``views`` as a list of views, rejecting a single table (array, sparse matrix, dask array, DataFrame, a
-    list of rows) or a mapping with an error saying how to pass it."""
+    list of rows) or a mapping with an error saying how to pass it; pandas tables among them must agree on their
+    row index (check_row_index; ``names`` name the views)."""
     if sp.issparse(views) or isinstance(views, np.ndarray) or hasattr(views, "compute"):
         raise TypeError("views must be a list of arrays (one per view), not a single array; wrap it as [X]")
     if isinstance(views, Mapping) or hasattr(views, "iloc"):
@@ -243,7 +244,23 @@ def view_list(views) -> list:
     if all(_ndim(X) < 2 for X in views):
         raise ValueError("views must be a list of n x d arrays, but every entry is 1-D: a single table given as a "
                          "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")
+    check_row_index(views, names)
     return views
+
+
+def check_row_index(views: list, names: Sequence[str] | None = None) -> None:
+    """Views are matched row by row, by position: pandas tables of as many rows must have the same row index, else a
+    view reordered, or of other samples, would be paired with the wrong rows silently."""
+    tables = [(p, X.index) for p, X in enumerate(views) if hasattr(X, "iloc") and hasattr(X, "index")]
+    names = names if names is not None and len(names) == len(views) else None
+    for p, index in tables[1:]:
+        q, first = tables[0]
+        if len(index) == len(first) and not index.equals(first):
+            row = int(np.flatnonzero(np.asarray(index) != np.asarray(first))[0])
+            raise ValueError(f"{view_label(p, names)}: its row index differs from {view_label(q, names)}'s (row {row}: "
+                             f"{index[row]!r} here, {first[row]!r} there), and views are matched row by row; align "
+                             "them first (X.loc[first.index]), or, if the rows already match, give them the same "
+                             "index (reset_index(drop=True))")
 
 
 def check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str]:
@@ -262,7 +279,7 @@ def check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str
 
 def check_views(views, view_names: Sequence[str] | None = None) -> list:
     """Validate a list of views: each 2-D, finite, non-constant, all with the same number of rows."""
-    views = view_list(views)
+    views = view_list(views, view_names)
     if view_names is not None:
         check_view_names(view_names, len(views))
     checked = [check_view(X, p, view_names) for p, X in enumerate(views)]
@@ -459,7 +476,7 @@ def informative_views(views, n_clusters: int, names: Sequence[str] | None = None
     """The views checked (check_view, with ``float32``) that can help a clustering into ``n_clusters``, and their
     positions (keep_informative). Bad input (NaN or infinite values, views of different lengths, ...) stays an
     error."""
-    raw = view_list(views)
+    raw = view_list(views, names)
     if names is not None:
         check_view_names(names, len(raw))
     checked, constant = {}, []

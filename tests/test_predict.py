@@ -5,6 +5,7 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits
@@ -198,6 +199,10 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
     bad[7, 3] = np.nan
     with pytest.raises(ValueError, match="view 2: contains NaN"):
         model.predict([new[0], new[1], bad])
+    tables = [pd.DataFrame(X, index=range(600, 700)) for X in new]
+    assert (model.predict(tables) == model.predict(new)).all()
+    with pytest.raises(ValueError, match=r"view 2: its row index differs from view 0's \(row 0: 699 here, 600 there\)"):
+        model.predict(tables[:2] + [tables[2].iloc[::-1]])
     as_objects = new[2].astype(object)  # numbers as objects are taken, text among them is not, None is missing
     assert (model.predict([new[0], new[1], as_objects]) == model.predict(new)).all()
     as_objects[4, 1] = "0.5"

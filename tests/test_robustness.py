@@ -93,6 +93,10 @@ BAD_INPUTS = {
     "text as objects": (lambda v: [v[0], v[1].astype(str).astype(object)], {},
                         ["view 1: holds text (e.g. '", "in rows [0, 1, 2, 3, 4]", "X.astype(float)"]),
     # pandas' missing value gave "is not a numeric n x d array (float() argument must be ... not 'NAType')"
+    # pandas tables were matched by position whatever their index: a reordered view paired the wrong rows, silently
+    "reordered table": (lambda v: [pd.DataFrame(v[0]), pd.DataFrame(v[1]).iloc[::-1]], {},
+                        [f"view 1: its row index differs from view 0's (row 0: {N - 1} here, 0 there)",
+                         "X.loc[first.index]"]),
     "pandas NA": (lambda v: [v[0], _missing_at(v[1], 2)], {},
                   ["view 1: contains missing values (None or pd.NA; e.g. in rows [2])"]),
     "ragged": (lambda v: [v[0], [[1.0, 2.0], [3.0]] * (N // 2)], {}, ["view 1: is not a numeric n x d array"]),
