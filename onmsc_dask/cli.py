@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import platform
+import shutil
 import signal
 import sys
 import threading
@@ -60,9 +61,14 @@ def cluster_count(text: str) -> int:
 
 
 def out_dir(text: str) -> Path:
-    """argparse type: a directory path, not empty (which would be the current directory)."""
+    """argparse type: a local directory path, not empty (which would be the current directory), not a URL."""
+    from .location import is_url
+
     if not text.strip():
         raise argparse.ArgumentTypeError("must name a directory (use . for the current one), got an empty string")
+    if is_url(text):
+        raise argparse.ArgumentTypeError(f"must be a local directory, got the URL {text} (a --data URL store receives "
+                                         "the run's stages; the report and labels are written locally)")
     return Path(text)
 
 
@@ -391,9 +397,16 @@ def _image_metadata(args: argparse.Namespace, views: list) -> dict:
 
 
 def _replacing(store_path: Path, why: str, log: _Log) -> None:
-    """Say so, and why (_previous_store), when the run replaces an earlier run's store."""
-    if store_path.exists():
-        log(f"replacing the previous run's store {store_path} ({why})")
+    """Say so, and why (_previous_store), when the run replaces an earlier run's store; one that no longer opens
+    (its root metadata lost) is removed first, when zarr metadata in it shows a run wrote it."""
+    if not store_path.exists():
+        return
+    log(f"replacing the previous run's store {store_path} ({why})")
+    if why == "not a whole store" and any(store_path.iterdir()):
+        if store_path.is_symlink() or not any(store_path.rglob("zarr.json")):
+            raise ValueError(f"{store_path} is not a store a run wrote (no zarr metadata in it), so it is not "
+                             "replaced; move it away or give another --out")
+        shutil.rmtree(store_path)
 
 
 def _version(package: str) -> str:

@@ -44,8 +44,8 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import (cluster_count, connect, one_line, positive_int, quiet_client_log, recorded_warnings,
-                            seed_arg, versions, warnings_as_lines)
+from onmsc_dask.cli import (cluster_count, connect, one_line, out_dir, positive_int, quiet_client_log,
+                            recorded_warnings, seed_arg, versions, warnings_as_lines)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
 from onmsc_dask.progress import Progress
@@ -387,9 +387,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                         help=f"an MNIST-format IDX directory (default: {DEFAULT_DATA_DIR})")
-    parser.add_argument("--out", type=Path, default=Path("runs/mnist60k"),
+    parser.add_argument("--out", type=out_dir, default=Path("runs/mnist60k"),
                         help="where report.json, report.html, labels and the plots go (default: runs/mnist60k)")
-    parser.add_argument("--out-dir", dest="out", type=Path, action=Deprecated, new="--out", help=argparse.SUPPRESS)
+    parser.add_argument("--out-dir", dest="out", type=out_dir, action=Deprecated, new="--out", help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, help="Zarr store of the views (default OUT/views.zarr)")
     parser.add_argument("--limit", type=positive_int, help="use the first N images (default: all)")
     parser.add_argument("--chunk-rows", type=positive_int, default=10000, help="rows per Zarr chunk (default: 10000)")

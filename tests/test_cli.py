@@ -312,12 +312,17 @@ def test_nan_view_exits_2_naming_the_view(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_empty_out_is_a_usage_error(tmp_path, capsys, monkeypatch):
-    """--out "" used to write every output into the current directory."""
+def test_empty_or_url_out_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    """--out "" used to write every output into the current directory, --out s3://... into a local s3: directory."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "--dataset", "digits", "--out", ""])
     assert exit_info.value.code == 2 and "--out: must name a directory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit) as exit_info:  # it was written to the local directory s3:/bucket/out
+        main(["run", "--dataset", "digits", "--out", "s3://bucket/out"])
+    assert exit_info.value.code == 2 and "--out: must be a local directory, got the URL s3://bucket/out" in \
+        capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -491,6 +496,30 @@ def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_pa
     assert "no: constant, or fewer distinct rows than clusters" in (out / "report.html").read_text()
     model = ONMSC(3, embedding="anchor", n_landmarks=40, keep_intermediate=True, random_state=0).fit(views)
     assert report["single_view_scores"] == single_view_scores(model.view_embeddings_, y, 3, ["a", "b"])
+
+
+def test_a_run_store_without_its_root_metadata_is_rebuilt(tmp_path, scheduler, capsys):
+    """DIR/views.zarr that lost its zarr.json was 'replaced' in the log, then refused as 'not a zarr store' at every
+    rerun. It is rebuilt (same labels); a views.zarr holding no zarr metadata is not a run's store: left as it is."""
+    views, y = _blobs()
+    data = tmp_path / "blobs.npz"
+    np.savez(data, view0=views[0], view1=views[1], y=y)
+    out = tmp_path / "run"
+    command = ["run", "--data", str(data), "--out", str(out), "--scheduler", scheduler]
+    assert main(command) == 0
+    labels = np.load(out / "labels.npy")
+    (out / "views.zarr" / "zarr.json").unlink()
+    capsys.readouterr()
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert "replacing the previous run's store" in err and "(not a whole store)" in err and "error" not in err, err
+    assert (np.load(out / "labels.npy") == labels).all() and (out / "views.zarr" / "zarr.json").is_file()
+    other = tmp_path / "other"
+    (other / "views.zarr").mkdir(parents=True)
+    (other / "views.zarr" / "notes.txt").write_text("mine")
+    assert main(["run", "--data", str(data), "--out", str(other), "--scheduler", scheduler]) == 2
+    assert "views.zarr is not a store a run wrote (no zarr metadata in it)" in capsys.readouterr().err
+    assert (other / "views.zarr" / "notes.txt").read_text() == "mine"
 
 
 def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
