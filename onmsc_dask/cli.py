@@ -613,8 +613,10 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
         t = time.perf_counter()
         try:
             fit = _fit(store, n_clusters, args, client, log)
-        except ValueError as exc:
-            if copy_of is None:
+        except (ValueError, OSError) as exc:
+            if _url(args) is not None and _storage_error(exc) is not None:
+                raise StoreOutOfReach(exc) from exc  # mid-run: not bad input
+            if copy_of is None or not isinstance(exc, ValueError):
                 raise
             raise _naming(exc, store.path, copy_of) from None
         except (CancelledError, ClosedClientError):
@@ -745,12 +747,38 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
                   f"{_resume_hint(args, _restart(args, True))}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
+        except Exception as exc:  # noqa: BLE001 - an object store's client's errors are no OSError
+            lost = _storage_error(exc) if _url(args) is not None else None
+            if lost is None:
+                raise
+            print(f"onmsc-dask: error: {_url(args)} could not be read or written mid-run ({type(lost).__name__}: "
+                  f"{one_line(lost)}); {_resume_hint(args, 'once it can be reached, ')}", file=sys.stderr)
+            return EXIT_CLUSTER_LOST
         except KeyboardInterrupt as exc:
             terminated = isinstance(exc, Terminated)
             print(f"onmsc-dask: {'terminated (SIGTERM)' if terminated else 'interrupted'}; {_resume_hint(args)}",
                   file=sys.stderr)
             return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     return 0
+
+
+class StoreOutOfReach(Exception):
+    """The --data URL store could not be read or written mid-run (its cause: the error that said so)."""
+
+
+#: the top-level modules of the errors of object stores' clients (botocore's and aiohttp's are no OSError)
+STORAGE_ERROR_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "google", "adlfs", "azure")
+
+
+def _storage_error(exc: BaseException | None) -> BaseException | None:
+    """The first error in ``exc``'s chain (itself, its cause or context, ...) an object store's client raised."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(cls.__module__.split(".")[0] in STORAGE_ERROR_MODULES for cls in type(exc).__mro__):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:
@@ -763,8 +791,9 @@ def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:
     again = f"{restart}run the same command again"
     try:
         kept, damaged = _finished(MultiViewStore(where, args.storage_options if url else None))
-    except (ValueError, OSError, KeyError):  # no store yet (or not a whole one)
-        return f"nothing was kept; {again}"
+    except (ValueError, OSError, KeyError):  # no store yet (or not a whole one), or a URL store out of reach
+        return f"{url} keeps the stages finished before; {again} to resume after them" if url else \
+            f"nothing was kept; {again}"
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM while the stages are listed
         return f"{where} may keep finished stages; {again} to resume after them"
     if not kept:

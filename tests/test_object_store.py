@@ -247,3 +247,38 @@ def test_a_memory_store_on_worker_processes_says_why_they_cannot_read_it(cluster
         MultiViewStore("memory://workers/typo.zarr")
     assert str(info.value).startswith("no readable onmsc-dask store at memory://workers/typo.zarr: ")
     assert "Dask worker processes" not in str(info.value)
+
+
+def test_an_object_store_lost_mid_run_is_one_line_naming_it_and_how_to_resume(tmp_path, monkeypatch, capsys):
+    """The S3 server gone as the anchor chain's second stage starts: the run ended in three chained tracebacks, the
+    last one raised while the store's lock was released (botocore's EndpointConnectionError is no OSError). Now one
+    line names the store and the error and says the stages finished before are kept there, and a warning says the
+    lock is left."""
+    from onmsc_dask.cli import main
+    from onmsc_dask.progress import Progress
+
+    proc, endpoint = _moto()
+    options = _options(endpoint)
+    _s3(endpoint, options).create_bucket(Bucket="lost")
+    views, y = _views(600)
+    MultiViewStore.create("s3://lost/v.zarr", views, y, chunk_rows=100, storage_options=options)
+    log = Progress.__call__
+
+    def stop_the_server_at_stage_2(self, line: str) -> None:
+        if "stage 2/" in line:
+            stop([proc])
+        log(self, line)
+
+    monkeypatch.setattr(Progress, "__call__", stop_the_server_at_stage_2)
+    try:
+        code = main(["run", "--data", "s3://lost/v.zarr", "--storage-options", json.dumps(options), "--embedding",
+                     "anchor", "--n-landmarks", "60", "--workers", "1", "--out", str(tmp_path / "out"), "--quiet"])
+    finally:
+        stop([proc])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err, err
+    said = [line for line in err.splitlines() if line.startswith("onmsc-dask:")]
+    assert said[-1].startswith("onmsc-dask: error: s3://lost/v.zarr could not be read or written mid-run ("), said
+    assert said[-1].endswith("s3://lost/v.zarr keeps the stages finished before; once it can be reached, run the same "
+                             "command again to resume after them"), said
+    assert any("s3://lost/v.zarr/.onmsc-dask.lock: the lock could not be removed" in line for line in said), said
