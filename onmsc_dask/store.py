@@ -35,14 +35,16 @@ from dask.system import CPU_COUNT
 
 from .cluster import active_client
 from .location import Location, location
-from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, user_warning,
-                         view_label, view_list)
+from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, rows_where,
+                         user_warning, view_label, view_list)
 
 __all__ = ["MultiViewStore", "as_labels"]
 
 #: fill value of the stored labels, a label nobody uses: a missing chunk file is detected instead of read as labels
 _LABEL_FILL = np.iinfo(np.int64).min
 
+#: what to do about a damaged view chunk
+RESTORE = "restore the store's files, or write the store again (for a CLI run's own store: delete it)"
 FORMAT = "onmsc-dask-store"
 FORMAT_VERSION = 1
 _CHUNK_BYTES = 32 * 2**20
@@ -295,13 +297,30 @@ class MultiViewStore:
         try:
             rows = _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
         except Exception as exc:  # zarr/codec errors on a damaged chunk file
-            raise ValueError(f"store {self.path}: {view_label(p, self.view_names)} rows {start}:{stop} cannot be "
-                             f"read, a chunk file is corrupt or truncated ({type(exc).__name__}: {exc})") from exc
+            first, last = next(((s, e) for s, e in self._chunks_in(p, start, stop) if not self._readable(node, s, e)),
+                                (start, stop))
+            raise ValueError(f"store {self.path}: {view_label(p, self.view_names)} rows {first}:{last} cannot be "
+                             f"read, a chunk file is corrupt or truncated ({type(exc).__name__}: {exc}); "
+                             f"{RESTORE}") from exc
         values = rows.data if sp.issparse(rows) else rows
         if np.isnan(values).any():  # dense views are filled with NaN where a chunk file is missing
-            raise ValueError(f"store {self.path}: {view_label(p, self.view_names)} rows {start}:{stop} hold missing "
-                             "values: a chunk file was deleted, or NaN was stored")
+            row = start + int(rows_where(rows, np.isnan(values))[0])
+            first, last = next((s, e) for s, e in self._chunks_in(p, start, stop) if s <= row < e)
+            raise ValueError(f"store {self.path}: {view_label(p, self.view_names)} rows {first}:{last} hold missing "
+                             f"values: a chunk file was deleted, or NaN was stored; {RESTORE}")
         return rows
+
+    def _chunks_in(self, p: int, start: int, stop: int) -> list[tuple[int, int]]:
+        """The stored row chunks of view `p` that rows start:stop overlap, clipped to them."""
+        return [(max(s, start), min(e, stop)) for s, e in self.row_chunks(p) if s < stop and e > start]
+
+    @staticmethod
+    def _readable(node: zarr.Array | zarr.Group, start: int, stop: int) -> bool:
+        try:
+            _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
+        except Exception:  # noqa: BLE001 - as read_rows
+            return False
+        return True
 
     def view_dask(self, p: int) -> da.Array:
         """Dense view `p` as a dask array chunked like the stored row chunks."""

@@ -371,8 +371,9 @@ def _chunk_files(store, p):
 
 def test_store_missing_chunk_is_an_error(small_store):
     """A deleted chunk file reads as the NaN fill value and is reported, never returned as zeros."""
-    os.remove(_chunk_files(small_store, 1)[1])
-    with pytest.raises(ValueError, match=r"view 1 .*chunk file was deleted"):
+    os.remove(_chunk_files(small_store, 1)[1])  # rows 10:20: the whole view's rows 0:40 used to be named
+    with pytest.raises(ValueError, match=r"view 1 \('view1'\) rows 10:20 hold missing values: a chunk file was "
+                                         r"deleted, or NaN was stored; restore the store's files"):
         MultiViewStore(small_store.path).read_view(1)
 
 
@@ -387,10 +388,12 @@ def test_store_missing_labels_chunk_is_an_error(small_store):
 
 
 def test_store_truncated_chunk_is_a_value_error(small_store):
-    f = _chunk_files(small_store, 0)[0]
+    f = _chunk_files(small_store, 0)[2]  # rows 20:30: the whole view's rows 0:40 used to be named
     f.write_bytes(f.read_bytes()[:10])
-    with pytest.raises(ValueError, match="view 0"):
+    with pytest.raises(ValueError, match=r"view 0 \('view0'\) rows 20:30 cannot be read, a chunk file is corrupt or "
+                                         r"truncated \(.*\); restore the store's files"):
         MultiViewStore(small_store.path).read_view(0)
+    assert MultiViewStore(small_store.path).read_rows(0, 30, 40).shape == (10, 4)  # the other chunks read
 
 
 def test_store_garbage_root_json(small_store):
