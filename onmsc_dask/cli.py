@@ -364,21 +364,26 @@ def _recorded(store: Any, fingerprint: dict | None) -> Any:
 
 
 def _finished(store: Any) -> tuple[list[str], str | None]:
-    """The store's finished stages in pipeline order up to the first whose files are missing, of another size or
-    whose metadata cannot be read (checksums are left to the run), and that stage (None if there is none): the run
-    recomputes it and every stage after it."""
+    """The anchor chain's stages (the ones a run resumes after) the store holds finished, in pipeline order up to the
+    first that is not, or whose files are missing, of another size or whose metadata cannot be read (checksums are
+    left to the run), and that damaged stage (else None): the run recomputes it and every stage after it."""
     from .outofcore import STAGES
 
-    done = sorted(store.finished_stages(), key=lambda name: STAGES.index(name) if name in STAGES else len(STAGES))
-    damaged = next((i for i, stage in enumerate(done) if store.stage_damage(stage, checksums=False) is not None),
-                   len(done))
-    return done[:damaged], done[damaged] if damaged < len(done) else None
+    done, kept = set(store.finished_stages()), []
+    for stage in STAGES:
+        if stage not in done:
+            break
+        if store.stage_damage(stage, checksums=False) is not None:
+            return kept, stage
+        kept.append(stage)
+    return kept, None
 
 
 def _stages_text(kept: list[str], damaged: str | None) -> str:
     """_finished's stages as a phrase."""
     return (", ".join(kept) or "none") + (f"; {damaged} is damaged: it and the stages after it are recomputed"
-                                          if damaged is not None else "")
+                                          if damaged is not None else "") + \
+        ("; each is reused if made with the same parameters" if kept else "")
 
 
 def _image_metadata(args: argparse.Namespace, views: list) -> dict:

@@ -214,7 +214,8 @@ class MultiViewStore:
         fsspec URL with `storage_options`, as for opening.
         """
         path = location(path, storage_options)
-        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v) for v in view_list(views, view_names)]
+        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v)
+                 for v in view_list(views, view_names)]
         names = check_view_names(view_names, len(views))
         n = check_view_shapes(views, names)
         labels = None if y is None else as_labels(y, n)

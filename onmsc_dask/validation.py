@@ -136,8 +136,9 @@ def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
     (None, pd.NA) are named with their rows as NaN is."""
     kind = np.frompyfunc(_object_kind, 1, 1)(X).astype(np.int8)
     if (kind == 1).any():
-        raise ValueError(f"{label}: holds text (e.g. {X[kind == 1][0]!r}, in rows {rows_where(X, kind == 1)[:5].tolist()}"
-                         "), expected a numeric matrix (numbers read as text: convert them with X.astype(float))")
+        rows = rows_where(X, kind == 1)[:5].tolist()
+        raise ValueError(f"{label}: holds text (e.g. {X[kind == 1][0]!r}, in rows {rows}), expected a numeric matrix"
+                         " (numbers read as text: convert them with X.astype(float))")
     if (kind == 2).any():
         raise ValueError(f"{label}: contains missing values (None or pd.NA; e.g. in rows "
                          f"{rows_where(X, kind == 2)[:5].tolist()}); impute or drop them first")

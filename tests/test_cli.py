@@ -701,9 +701,11 @@ def test_lost_workers_of_a_given_scheduler_say_to_start_workers(tmp_path, schedu
 
 def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
     """After a lost cluster or Ctrl-C the line names DIR/views.zarr, or the --data URL store a run writes its stages
-    into (an fsspec memory:// store here), with its finished stages."""
+    into (an fsspec memory:// store here), with the anchor chain's stages finished in a row, each reused if made with
+    the same parameters."""
     from onmsc_dask.cli import _resume_hint, build_parser
 
+    E = "; each is reused if made with the same parameters"
     views, y = _blobs(5)
     url = "memory://resume-hint/views.zarr"
     store = MultiViewStore.create(url, views, y)
@@ -711,8 +713,14 @@ def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
     assert _resume_hint(args) == f"{url} is kept (no stage finished); run the same command again to reuse it"
     store.write_result("landmarks", "L0", np.zeros(2), {})
     store.mark_complete("landmarks")
-    assert _resume_hint(args) == (f"{url} keeps the finished stages (landmarks); run the same command again to resume "
-                                  "after the last of them")
+    assert _resume_hint(args) == (f"{url} keeps the finished stages (landmarks{E}); run the same command again to "
+                                  "resume after the last of them")
+    store.write_result("fusion", "H", np.zeros(2), {})  # after a missing stage: recomputed, not listed (it was)
+    store.mark_complete("fusion")
+    assert _resume_hint(args).startswith(f"{url} keeps the finished stages (landmarks{E}); ")
+    store.write_result("view_graphs", "G", np.zeros(2), {})  # a kNN run's: nothing resumes after it (it was listed)
+    store.mark_complete("view_graphs")
+    assert _resume_hint(args).startswith(f"{url} keeps the finished stages (landmarks{E}); ")
     local = build_parser().parse_args(["run", "--out", str(tmp_path / "out")])
     assert _resume_hint(local) == "nothing was kept; run the same command again"
 

@@ -24,6 +24,9 @@ from clusters import Cluster
 
 from onmsc_dask import outofcore, supervision
 from onmsc_dask.cli import main
+
+#: how the CLI's lines qualify the finished stages they list
+EACH = "; each is reused if made with the same parameters"
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.store import MultiViewStore
 
@@ -166,14 +169,14 @@ def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cl
         client.unregister_worker_plugin("kill-all")
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == (f"onmsc-dask: error: no Dask worker left for 2 s; {out / 'views.zarr'} keeps the finished "
-                       f"stages (landmarks); start workers with `dask worker {cluster.address}`, then run the same "
-                       "command again to resume after the last of them"), err
+                       f"stages (landmarks{EACH}); start workers with `dask worker {cluster.address}`, then run the "
+                       "same command again to resume after the last of them"), err
     assert not any("Traceback" in line for line in err)
     assert not (out / supervision.LOCK_NAME).exists()
     cluster.workers = [cluster.add_worker() for _ in range(2)]
     assert _main_in_thread(argv) == 0
     err = capsys.readouterr().err
-    assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks)" in err
+    assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks{EACH})" in err
     assert "stage 1/5 landmarks read from the store (resumed)" in err and "stage 2/5 anchor_graph computed" in err
     np.testing.assert_array_equal(np.load(out / "labels.npy"), reference)
 
@@ -209,8 +212,8 @@ def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monke
                            f"{out / 'views.zarr'} is kept (no stage finished); {restart} to reuse it")
     else:
         assert err[-1].startswith("onmsc-dask: error: the Dask cluster lost the computation (")
-        assert err[-1].endswith(f"{out / 'views.zarr'} keeps the finished stages (landmarks); {restart} to resume "
-                                "after the last of them")
+        assert err[-1].endswith(f"{out / 'views.zarr'} keeps the finished stages (landmarks{EACH}); {restart} to "
+                                "resume after the last of them")
     assert not any("Traceback" in line for line in err), err
 
 

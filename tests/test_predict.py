@@ -201,7 +201,8 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
         model.predict([new[0], new[1], bad])
     tables = [pd.DataFrame(X, index=range(600, 700)) for X in new]
     assert (model.predict(tables) == model.predict(new)).all()
-    with pytest.raises(ValueError, match=r"view 2: its row index differs from view 0's \(row 0: 699 here, 600 there\)"):
+    with pytest.raises(ValueError, match=r"view 2: its row index differs from view 0's \(row 0: 699 here, 600 "
+                                         r"there\)"):
         model.predict(tables[:2] + [tables[2].iloc[::-1]])
     as_objects = new[2].astype(object)  # numbers as objects are taken, text among them is not, None is missing
     assert (model.predict([new[0], new[1], as_objects]) == model.predict(new)).all()
