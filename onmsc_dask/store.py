@@ -727,8 +727,18 @@ def _open_group(path: Path | Location, mode: str) -> zarr.Group:
 
 def _write_then_replace_url(target: Location, overwrite: bool, write: Callable[[Location], None]) -> None:
     """_write_then_replace for an object store: `write` to URL.partial, then the old store goes and the new one is
-    copied in (object by object: unlike a local rename, not atomic)."""
+    copied in (object by object: unlike a local rename, not atomic). A refusal to list or write (a credential that
+    may read the bucket, not write it) is a one-line ValueError, as check_bucket's."""
     target.check_bucket()
+    try:
+        _replace_url(target, overwrite, write)
+    except PermissionError as exc:
+        raise ValueError(f"{target.url}: writing refused; check that the credentials in storage_options or the "
+                         f"environment may list and write the bucket ({' '.join(str(exc).split())})") from None
+
+
+def _replace_url(target: Location, overwrite: bool, write: Callable[[Location], None]) -> None:
+    """_write_then_replace_url's work once the bucket is known to be reachable."""
     if target.exists():
         if not overwrite:
             raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")

@@ -134,6 +134,15 @@ def test_bad_credential_is_a_one_line_error_naming_the_bucket():
             with pytest.raises(ValueError, match="access to bucket 'private' denied; check the credentials") as info:
                 call()
             assert "\n" not in str(info.value)
+        # a refusal past the bucket check (here moto 5 refuses s3fs's signed listing, as S3 refuses a credential
+        # that may read a bucket, not list or write it) was a bare PermissionError traceback from create
+        try:
+            MultiViewStore.create("s3://private/y.zarr", _views(50)[0], storage_options=good)
+        except ValueError as exc:
+            assert str(exc).startswith("s3://private/y.zarr: writing refused; check that the credentials") and \
+                "\n" not in str(exc), exc
+        else:
+            assert MultiViewStore("s3://private/y.zarr", storage_options=good).n_samples == 50
     finally:
         stop([proc])
 
