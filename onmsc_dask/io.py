@@ -487,14 +487,33 @@ def load_view_files(
     views = _check_rows(views, ", ".join(map(str, paths)), view_file_names(paths) if names is None else names)
     if y_path is None:
         return views, None
+    n = views[0].shape[0]
     try:
         y = _read_view_file(Path(y_path))
     except ValueError as exc:
         if "could not convert string" not in str(exc):  # words where numbers go: class names
             raise
-        raise ValueError(f"{exc}; labels are integer class ids (encode class names with "
-                         "np.unique(names, return_inverse=True))") from None
-    return views, as_labels(y, views[0].shape[0], name=str(y_path))
+        y = _class_name_column(Path(y_path), n, exc)
+    return views, as_labels(class_ids(y, y_path) if y.dtype.kind in "USO" else y, n, name=str(y_path))
+
+
+def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndarray:
+    """A .csv of labels given as class names, one per line (a first line more than the samples: a header), else
+    ``error`` (the numeric reader's)."""
+    import csv
+
+    rows = [row for row in csv.reader(path.read_text(encoding="utf-8").splitlines()) if row]
+    if any(len(row) != 1 for row in rows) or len(rows) not in (n_samples, n_samples + 1):
+        raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
+    return np.array([row[0].strip() for row in rows[len(rows) - n_samples:]])
+
+
+def class_ids(names: np.ndarray, source: PathLike) -> np.ndarray:
+    """Labels given as class names as ids 0..C-1 in the names' sorted order, with a warning giving that order."""
+    classes, y = np.unique(np.asarray(names).astype(str), return_inverse=True)
+    order = ", ".join(f"{name}={i}" for i, name in enumerate(classes[:10])) + (", ..." if len(classes) > 10 else "")
+    user_warning(f"{source}: class names read as labels 0..{len(classes) - 1} in sorted order ({order})")
+    return y
 
 
 def view_file_names(paths: Sequence[PathLike]) -> list[str] | None:

@@ -460,13 +460,16 @@ def test_empty_and_header_only_csv_files_are_named(tmp_path):
 
 
 @pytest.mark.parametrize("labels, error", [
-    ("label\na\nb\na\n", r"y\.csv: not a numeric CSV file \(line 2: .*\); labels are integer class ids \(encode "
-                          r"class names with np\.unique"),
+    ("a,1\nb,2\na,1\n", r"y\.csv: not a numeric CSV file \(line 2: .*\); labels are one column of class ids or "
+                         r"names, one per sample"),
+    ("label\na\n", r"y\.csv: not a numeric CSV file \(line 2: .*\); labels are one column of class ids or names, "
+                    r"one per sample"),  # 1 name for 3 samples
     ("0\nnan\n1\n", r"y\.csv: holds missing values \(NaN, e\.g\. in rows \[1\]\); every sample needs a label"),
     ("0\n1.5\n1\n", r"y\.csv: holds non-integer values \(e\.g\. 1\.5 in row 1\); labels are integer class ids"),
 ])
 def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):
-    """Class names used to give only 'not a numeric CSV file', NaN labels 'holds non-integer values'."""
+    """Text that is not one class name per sample used to give only 'not a numeric CSV file', NaN labels 'holds
+    non-integer values'."""
     np.savetxt(tmp_path / "a.csv", np.ones((3, 2)), delimiter=",")
     (tmp_path / "y.csv").write_text(labels)
     with pytest.raises(ValueError, match=error):
@@ -475,6 +478,20 @@ def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):
     with pytest.raises(ValueError, match=r"y\.csv: not a numeric CSV file") as ragged:
         load_view_files(tmp_path / "a.csv", y_path=tmp_path / "y.csv")
     assert "class ids" not in str(ragged.value)
+
+
+@pytest.mark.parametrize("header", ["", "species\n"])
+def test_class_names_are_labels_in_sorted_order(tmp_path, header):
+    """A labels file of class names (.csv, with a header line or not; .npy of text) was an error asking the user to
+    encode them: they are labels 0..C-1 in the names' sorted order, which a warning gives."""
+    np.savetxt(tmp_path / "a.csv", np.arange(8.0).reshape(4, 2), delimiter=",")
+    (tmp_path / "y.csv").write_text(header + "dog\ncat\n\"emu, large\"\ncat\n")
+    np.save(tmp_path / "y.npy", np.array(["dog", "cat", "emu, large", "cat"]))
+    for path in (tmp_path / "y.csv", tmp_path / "y.npy"):
+        with pytest.warns(UserWarning, match=rf"y\.{path.suffix[1:]}: class names read as labels 0\.\.2 in sorted "
+                                             r"order \(cat=0, dog=1, emu, large=2\)"):
+            _, y = load_view_files(tmp_path / "a.csv", y_path=path)
+        assert y.tolist() == [1, 0, 2, 0]
 
 
 # -------------------------------------------------------------------- dispatch
