@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="names of the views, in order (default: the file names of one file per view, else view0, "
                           "view1, ...; a store keeps its own)")
     run.add_argument("--labels", type=Path,
-                     help="a .csv or .npy file of labels for .csv / .npy views (other formats carry theirs)")
+                     help="a .csv or .npy file of labels (class ids or names) for .csv / .npy views (other formats carry "
+                          "theirs)")
     run.add_argument("--storage-options", type=storage_options_arg,
                      help="JSON object of fsspec options (credentials, client_kwargs) for a --data URL")
     run.add_argument("--out", type=out_dir, required=True, help="output directory (created if missing)")
