@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
-from .assign import assign_labels, mean_normalized_cut, readout, refine_labels
+from .assign import assign_labels, mean_normalized_cut, readout, refine_labels, warn_isolated_rows
 from .cluster import persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
@@ -459,6 +459,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                     self._refit_for_cluster_sizes(graph_inputs, names, random_state, report)
                 if self._refines():
                     self._refine_labels(report)
+                warn_isolated_rows(readout(self.embedding_, self.fusion_target_, self.n_clusters))
                 self._finish_fit()
             self._expand_to_input_views(np.array(kept), n_views)
             self.n_features_in_ = _n_features(inputs)  # of every input view, once they are known valid

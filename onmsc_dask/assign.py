@@ -11,6 +11,7 @@ from sklearn.cluster import KMeans
 
 from .fusion import converged
 from .spectral import anchor_column_sums, anchor_factor_pieces
+from .validation import user_warning
 
 REFINE_MAX_ITER = 100  # batch steps of refine_labels at most
 
@@ -41,6 +42,22 @@ def assign_labels(H: np.ndarray, n_clusters: int, *, n_init: int = 10, row_norma
     else:
         km = KMeans(n_clusters, n_init=n_init, **full).fit(X)
     return km.labels_.astype(np.int64), float(km.inertia_)
+
+
+#: a row of the read-out shorter than this times the median row has no direction within the eigensolver's tolerance
+#: (spectral.py: ARPACK's tol=1e-8): its sample is linked to nothing in any view, its label arbitrary
+NEGLIGIBLE_ROW = 1e-8
+
+
+def warn_isolated_rows(rows: np.ndarray) -> None:
+    """A warning naming the samples whose read-out row is about 0 (NEGLIGIBLE_ROW): outliers so far from their
+    neighbours in every view that their kernel weights vanish, so that their labels are arbitrary."""
+    norms = np.linalg.norm(rows, axis=1)
+    far = np.flatnonzero(norms < NEGLIGIBLE_ROW * np.median(norms))
+    if far.size:
+        user_warning(f"{far.size} sample(s) far from all their neighbours in every view (rows {far[:5].tolist()}"
+                     f"{', ...' if far.size > 5 else ''}: outliers whose rows of the fused embedding are about 0) have "
+                     "arbitrary labels; look at them, or leave them out")
 
 
 def readout(embedding: np.ndarray, target: np.ndarray, n_clusters: int) -> np.ndarray:

@@ -253,6 +253,26 @@ def test_messages_after_a_view_is_left_out_name_the_others_by_their_input_positi
         assert not any("input view" in m for m in said), said
 
 
+def test_an_outlier_far_from_every_neighbour_is_named_not_labelled_silently():
+    """A sample 100 standard deviations from every cluster in both views: its kernel weights vanish (about 1e-300),
+    its row of H* is about 1e-12 and its label an arbitrary one, given without a word. The warning names it; the
+    same views without it give no such warning."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(300, 5, centers=3, random_state=0)
+    mix = np.random.default_rng(0).normal(size=(5, 7))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ONMSC(3, random_state=0).fit([X, X @ mix])
+    assert not any("far from all" in str(w.message) for w in caught)
+    X[4] = 100.0
+    with pytest.warns(UserWarning, match=r"^1 sample\(s\) far from all their neighbours in every view \(rows \[4\]: "
+                                         r"outliers whose rows of the fused embedding are about 0\) have arbitrary "
+                                         r"labels"):
+        model = ONMSC(3, random_state=0).fit([X, X @ mix])
+    assert np.linalg.norm(model.embedding_[4]) < 1e-8 * np.median(np.linalg.norm(model.embedding_, axis=1))
+
+
 def test_bad_views_stay_errors(two_views):
     """NaN and mismatched views are errors, not left out; so is a fit with no view left, or a single view whose
     graph falls apart."""
