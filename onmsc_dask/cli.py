@@ -618,11 +618,10 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
         try:
-            fit = _fit(store, n_clusters, args, client, log)
-        except (ValueError, OSError) as exc:
-            if _url(args) is not None and _storage_error(exc) is not None:
-                raise StoreOutOfReach(exc) from exc  # mid-run: not bad input
-            if copy_of is None or not isinstance(exc, ValueError):
+            with _mid_run(args):
+                fit = _fit(store, n_clusters, args, client, log)
+        except ValueError as exc:
+            if copy_of is None:
                 raise
             raise _naming(exc, store.path, copy_of) from None
         except (CancelledError, ClosedClientError):
@@ -637,16 +636,16 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
     results = {**fit.get("intermediate", {}),
                "onmsc": {name: np.asarray(fit[name]) for name in ("labels", "embedding", "target", "view_weights",
                                                                   "objective")}}
-    for stage, values in results.items():
-        for name, value in values.items():
-            store.write_result(stage, name, value, params)
-        store.mark_complete(stage)
-
-    write_labels(args.out, fit["labels"])
-    report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
-                     None if args.scheduler else workers, n_workers, shown)
-    (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    write_report(args.out, _page(store, source, fit, report, args.random_state))
+    with _mid_run(args):  # the results go into the store, and the report reads it
+        for stage, values in results.items():
+            for name, value in values.items():
+                store.write_result(stage, name, value, params)
+            store.mark_complete(stage)
+        write_labels(args.out, fit["labels"])
+        report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
+                         None if args.scheduler else workers, n_workers, shown)
+        (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.out, _page(store, source, fit, report, args.random_state))
     log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy, labels.csv")
     print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))  # once the results are on disk
     if metrics:
@@ -732,7 +731,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input or no scheduler, 1 the cluster
-    lost the computation, 130 interrupted, 143 terminated)."""
+    lost the computation or the --data URL store could not be reached, 130 interrupted, 143 terminated)."""
     args = build_parser().parse_args(argv)
     from distributed.client import ClosedClientError
 
@@ -753,12 +752,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
                   f"{_resume_hint(args, _restart(args, True))}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
-        except Exception as exc:  # noqa: BLE001 - an object store's client's errors are no OSError
-            lost = _storage_error(exc) if _url(args) is not None else None
-            if lost is None:
-                raise
-            print(f"onmsc-dask: error: {_url(args)} could not be read or written mid-run ({type(lost).__name__}: "
-                  f"{one_line(lost)}); {_resume_hint(args, 'once it can be reached, ')}", file=sys.stderr)
+        except StoreOutOfReach as exc:
+            from .location import unreachable
+
+            lost = unreachable(exc)
+            said = one_line(lost) if isinstance(lost, ValueError) else f"{type(lost).__name__}: {one_line(lost)}"
+            print(f"onmsc-dask: error: {_url(args)} could not be reached mid-run ({said}); "
+                  f"{_resume_hint(args, 'once it can be reached, ')}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except KeyboardInterrupt as exc:
             terminated = isinstance(exc, Terminated)
@@ -769,22 +769,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class StoreOutOfReach(Exception):
-    """The --data URL store could not be read or written mid-run (its cause: the error that said so)."""
+    """The --data URL store could not be reached mid-run (its cause: the error that said so, location.unreachable)."""
 
 
-#: the top-level modules of the errors of object stores' clients (botocore's and aiohttp's are no OSError)
-STORAGE_ERROR_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "google", "adlfs", "azure")
+@contextmanager
+def _mid_run(args: argparse.Namespace) -> Iterator[None]:
+    """A --data URL store out of reach meanwhile (location.unreachable) as StoreOutOfReach, not as bad input."""
+    from .location import unreachable
 
-
-def _storage_error(exc: BaseException | None) -> BaseException | None:
-    """The first error in ``exc``'s chain (itself, its cause or context, ...) an object store's client raised."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if any(cls.__module__.split(".")[0] in STORAGE_ERROR_MODULES for cls in type(exc).__mro__):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
+    try:
+        yield
+    except Exception as exc:
+        if _url(args) is None or unreachable(exc) is None:
+            raise
+        raise StoreOutOfReach(exc) from exc
 
 
 def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:

@@ -198,7 +198,7 @@ def _check_rows(views: list, n_features: list[int], names: list[str] | None) -> 
     if len(views) != len(n_features):
         raise ValueError(f"got {len(views)} views, the model was fitted on {len(n_features)}")
     for p, (X, d) in enumerate(zip(views, n_features)):
-        if X.dtype.kind == "O":  # numbers held as objects, as fit takes them
+        if X.dtype.kind == "O" and X.ndim == 2:  # numbers held as objects, as fit takes them
             views[p] = X = numeric_objects(X, view_label(p, names))
         check_known_shape(X, view_label(p, names))
         if X.ndim != 2 or X.shape[1] != d:

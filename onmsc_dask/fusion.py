@@ -111,8 +111,8 @@ def warn_unrelated(related: np.ndarray, shares: np.ndarray, n: int, k: int, name
         label = names[p] if labelled else view_label(p, names)
         user_warning(f"{label}: shares no cluster structure with any other view (largest share of its "
                      f"cluster directions {shares[p]:.3g}, chance level {(k - 1) / n:.3g}, threshold "
-                     f"{related_threshold(n, k, len(related)):.3g}); it is left out of the fusion and of the average "
-                     "graph (weight 0)")
+                     f"{related_threshold(n, k, len(related)):.3g}); it is left out of the fusion and of F's graph "
+                     "(weight 0)")
 
 
 def simplex_qp(M: np.ndarray, f: np.ndarray, tol: float = 1e-12, max_iter: int = 1000) -> np.ndarray:

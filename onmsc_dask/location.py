@@ -9,10 +9,27 @@ from typing import Any
 
 import zarr
 
-__all__ = ["Location", "is_url", "location"]
+__all__ = ["Location", "is_url", "location", "unreachable"]
 
 #: URL schemes that are local paths (file:// URLs become plain paths)
 _LOCAL = ("file", "local")
+
+
+class BucketUnreachable(ValueError):
+    """An object store's bucket could not be reached (Location.check_bucket)."""
+
+
+def unreachable(exc: BaseException | None) -> BaseException | None:
+    """The error in ``exc``'s chain (itself, its cause, or its context unless suppressed) that says a server could
+    not be reached: a connection error or timeout (Python's, or a client's such as botocore's and aiohttp's, which
+    are no OSError), or BucketUnreachable; else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (ConnectionError, TimeoutError, BucketUnreachable)) or "connect" in type(exc).__name__.lower():
+            return exc
+        exc = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
+    return None
 
 
 def is_url(path: Any) -> bool:
@@ -64,8 +81,8 @@ class Location:
                              f"storage_options or the environment ({' '.join(str(exc).split())})") from None
         except Exception as exc:  # noqa: BLE001 - OSError, or the file system's own (botocore's are no OSError)
             detail = " ".join(str(exc).split()) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
-            raise ValueError(f"{self.url}: cannot reach bucket {bucket!r} ({' '.join(detail.split())}); check the "
-                             "endpoint and the credentials in storage_options or the environment") from None
+            raise BucketUnreachable(f"{self.url}: cannot reach bucket {bucket!r} ({' '.join(detail.split())}); check "
+                                    "the endpoint and the credentials in storage_options or the environment") from None
 
     def open_group(self, mode: str) -> zarr.Group:
         return zarr.open_group(self.url, mode=mode, zarr_format=3, storage_options=self.storage_options or None)

@@ -21,6 +21,7 @@ from scipy.optimize import linear_sum_assignment
 
 from .assign import assign_labels, normalize_rows
 from .metrics import evaluate
+from .validation import view_label
 
 #: samples drawn in the 2-D map at most, thumbnails per cluster
 MAP_POINTS, THUMBNAILS = 5000, 12
@@ -92,16 +93,30 @@ def single_view_scores(view_embeddings: np.ndarray, y: np.ndarray, n_clusters: i
             for name, H in zip(names, view_embeddings)}
 
 
-def hungarian_confusion(y: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def hungarian_confusion(y: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Counts (classes x clusters) with the clusters ordered by the class each is matched to (the matching of ACC),
-    unmatched clusters last; returns the matrix, the class values and the cluster order."""
+    unmatched clusters last; returns the matrix, the class values, the cluster order and, per cluster in that order,
+    the index of its matched class (-1 unmatched: more clusters than classes)."""
     classes, yi = np.unique(y, return_inverse=True)
     clusters, li = np.unique(labels, return_inverse=True)
     counts = np.zeros((len(classes), len(clusters)), np.int64)
     np.add.at(counts, (yi, li), 1)
-    rows, cols = linear_sum_assignment(-counts)
-    order = list(cols[np.argsort(rows)]) + [c for c in range(len(clusters)) if c not in set(cols)]
-    return counts[:, order], classes, clusters[order]
+    rows, cols = linear_sum_assignment(-counts)  # rows ascending
+    unmatched = [c for c in range(len(clusters)) if c not in set(cols)]
+    order = list(cols) + unmatched
+    return counts[:, order], classes, clusters[order], np.concatenate([rows, np.full(len(unmatched), -1)])
+
+
+def palette(n: int) -> np.ndarray:
+    """``n`` distinguishable RGB colours: matplotlib's qualitative maps (tab10; tab20; tab20, tab20b and tab20c), and
+    evenly spaced hues beyond their 60."""
+    from matplotlib import colormaps
+
+    if n <= 20:
+        return np.asarray(colormaps["tab10" if n <= 10 else "tab20"].colors)[:n]
+    if n <= 60:
+        return np.vstack([colormaps[name].colors for name in ("tab20", "tab20b", "tab20c")])[:n]
+    return colormaps["hsv"](np.linspace(0, 1, n, endpoint=False))[:, :3]
 
 
 def thumbnails(store: Any, view: int, shape: tuple[int, int], labels: np.ndarray, n_clusters: int,
@@ -186,23 +201,25 @@ def plot_map(page: RunPage) -> Figure:
     clusters = np.unique(page.labels, return_inverse=True)[1]
     colourings = [("cluster", clusters)]
     if page.y is not None:
-        _, classes = np.unique(page.y, return_inverse=True)
-        _, _, order = hungarian_confusion(page.y, page.labels)  # cluster order[i] is matched to class i
+        classes = np.unique(page.y, return_inverse=True)[1]
+        _, _, order, matched = hungarian_confusion(page.y, page.labels)
+        unmatched = matched < 0  # clusters beyond the classes: colours after theirs
+        matched[unmatched] = classes.max() + 1 + np.arange(unmatched.sum())
         colour = np.empty(len(order), np.int64)
-        colour[np.searchsorted(np.unique(page.labels), order)] = np.arange(len(order))
+        colour[np.searchsorted(np.unique(page.labels), order)] = matched
         colourings = [("cluster (colour of the matched label)", colour[clusters]), ("label", classes)]
+    colours = palette(max(int(codes.max()) + 1 for _, codes in colourings))
     fig = Figure(figsize=(4.4 * len(colourings), 4.0), layout="constrained")
     for i, (what, codes) in enumerate(colourings):
         ax = fig.add_subplot(1, len(colourings), i + 1)
-        ax.scatter(xy[:, 0], xy[:, 1], c=codes[keep], cmap="tab20" if codes.max() >= 10 else "tab10", s=4,
-                   vmin=0, vmax=max(codes.max(), 9), linewidths=0)
+        ax.scatter(xy[:, 0], xy[:, 1], color=colours[codes[keep]], s=4, linewidths=0)
         ax.set(title=f"coloured by {what}", xticks=[], yticks=[])
     return fig
 
 
 def plot_confusion(y: np.ndarray, labels: np.ndarray) -> Figure:
     """The Hungarian-ordered confusion matrix, counts in the cells."""
-    counts, classes, clusters = hungarian_confusion(y, labels)
+    counts, classes, clusters, _ = hungarian_confusion(y, labels)
     size = 1.4 + 0.3 * max(counts.shape)
     fig = Figure(figsize=(size + 1, size), layout="constrained")
     ax = fig.add_subplot()
@@ -280,6 +297,16 @@ def _n_clusters(page: RunPage) -> int:
     return int(page.labels.max()) + 1 if len(page.labels) else 0
 
 
+def _fused(page: RunPage, p: int) -> str:
+    """Whether view p is in the fusion, and if not why: the run's warning that left it out, else LEFT_OUT's
+    reasons."""
+    if page.related_views[p]:
+        return "yes" if page.view_weights[p] > 0 else "yes, with μ = 0 (the fusion's weight step gives it none)"
+    label = view_label(p, page.view_names)
+    said = next((w[len(label) + 2:] for w in page.warnings if w.startswith(f"{label}: ") and "left out" in w), None)
+    return f"no: {said or LEFT_OUT['before' if p in page.left_out_views else 'fusion']}"
+
+
 def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None) -> None:
     """``report.html`` for `page` and ``convergence.png`` (its objective figure) in `out`; `pngs`: figures(page),
     when they are rendered already."""
@@ -287,10 +314,8 @@ def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None)
     (out / "convergence.png").write_bytes(pngs["objective"])
     k = _n_clusters(page)
     sizes = cluster_sizes(page.labels, k)
-    which = " (the warnings below say which)" if page.warnings else ""
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
-                   [[name, d, m or "-", float(mu), "yes" if kept else
-                     f"no: {LEFT_OUT['before' if p in page.left_out_views else 'fusion']}{which}"]
+                   [[name, d, m or "-", float(mu), _fused(page, p)]
                     for p, (name, d, m, mu, kept) in enumerate(zip(page.view_names, page.view_dims, page.view_metrics,
                                                                    page.view_weights, page.related_views))],
                    [[None, None, None, f"view_weights.{name}", None] for name in page.view_names])
@@ -324,7 +349,7 @@ def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None)
     if page.facts:
         parts += ["<h2>Parameters and times</h2>",
                   _table(["", "value"], [[name, value if not isinstance(value, (dict, list)) else
-                                          ", ".join(f"{a}: {b:.2f}" if isinstance(b, float) else f"{a}: {b}"
+                                          ", ".join(f"{a}: {b:.4g}" if isinstance(b, float) else f"{a}: {b}"
                                                     for a, b in (value.items() if isinstance(value, dict)
                                                                  else enumerate(value)))]
                                          for name, value in page.facts.items()])]

@@ -34,7 +34,7 @@ import zarr
 from dask.system import CPU_COUNT
 
 from .cluster import active_client
-from .location import Location, location
+from .location import Location, location, unreachable
 from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, rows_where,
                          user_warning, view_label, view_list)
 
@@ -215,7 +215,7 @@ class MultiViewStore:
         """
         path = location(path, storage_options)
         views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v)
-                 for v in view_list(views, view_names)]
+                 for v in view_list(views, view_names, y)]
         names = check_view_names(view_names, len(views))
         n = check_view_shapes(views, names)
         labels = None if y is None else as_labels(y, n)
@@ -298,6 +298,8 @@ class MultiViewStore:
         try:
             rows = _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
         except Exception as exc:  # zarr/codec errors on a damaged chunk file
+            if unreachable(exc) is not None:  # an object store out of reach: nothing to mend
+                raise
             first, last = next(((s, e) for s, e in self._chunks_in(p, start, stop) if not self._readable(node, s, e)),
                                 (start, stop))
             raise ValueError(f"store {self.path}: {view_label(p, self.view_names)} rows {first}:{last} cannot be "

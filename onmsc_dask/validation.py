@@ -92,8 +92,6 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
             X = np.asarray(X)
         except ValueError as exc:
             raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
-    if not sp.issparse(X) and X.dtype == object:  # e.g. a pandas table of mixed or nullable columns
-        X = numeric_objects(np.asarray(X), label)
     if np.issubdtype(X.dtype, np.complexfloating):
         raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
     if X.dtype.kind in "SUV":  # as predict and stores take them: numbers held as text are not converted here either
@@ -102,6 +100,8 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
     if np.ma.isMaskedArray(X) and np.ma.count_masked(X):
         raise ValueError(f"{label}: is a masked array with {np.ma.count_masked(X)} masked values; fill them "
                          "(X.filled(value)) or drop those rows first")
+    if not sp.issparse(X) and X.dtype == object and X.ndim == 2:  # e.g. a pandas table of mixed or nullable columns
+        X = numeric_objects(np.asarray(X), label)
     dtype = np.float32 if float32 and X.dtype == np.float32 else np.float64
     try:
         X = sp.csr_matrix(X, dtype=dtype, copy=True) if sp.issparse(X) else np.array(X, dtype=dtype, copy=True,
@@ -127,20 +127,22 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
 
 
 def _object_kind(value: Any) -> int:
-    """1 for text, 2 for a missing value (None, pandas' NA), else 0."""
-    return 1 if isinstance(value, (str, bytes)) else 2 if value is None or type(value).__name__ == "NAType" else 0
+    """1 for text, 2 for a missing value (None, pandas' NA or NaT), else 0."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return 1
+    return 2 if value is None or type(value).__name__ in ("NAType", "NaTType") else 0
 
 
 def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
-    """An object array as float64: text is refused as the text dtypes are (not converted), and missing values
-    (None, pd.NA) are named with their rows as NaN is."""
+    """A 2-D object array as float64: text is refused as the text dtypes are (not converted), and missing values
+    (None, pd.NA, pd.NaT) are named with their rows as NaN is."""
     kind = np.frompyfunc(_object_kind, 1, 1)(X).astype(np.int8)
     if (kind == 1).any():
         rows = rows_where(X, kind == 1)[:5].tolist()
-        raise ValueError(f"{label}: holds text (e.g. {X[kind == 1][0]!r}, in rows {rows}), expected a numeric matrix"
+        raise ValueError(f"{label}: holds text (e.g. {str(X[kind == 1][0])!r}, in rows {rows}), expected a numeric matrix"
                          " (numbers read as text: convert them with X.astype(float))")
     if (kind == 2).any():
-        raise ValueError(f"{label}: contains missing values (None or pd.NA; e.g. in rows "
+        raise ValueError(f"{label}: contains missing values (None, pd.NA or pd.NaT; e.g. in rows "
                          f"{rows_where(X, kind == 2)[:5].tolist()}); impute or drop them first")
     try:
         return X.astype(np.float64)
@@ -230,10 +232,10 @@ def _ndim(X) -> int:
         return 2
 
 
-def view_list(views, names: Sequence[str] | None = None) -> list:
+def view_list(views, names: Sequence[str] | None = None, y: Any = None) -> list:
     """``views`` as a list of views, rejecting a single table (array, sparse matrix, dask array, DataFrame, a
-    list of rows) or a mapping with an error saying how to pass it; pandas tables among them must agree on their
-    row index (check_row_index; ``names`` name the views)."""
+    list of rows) or a mapping with an error saying how to pass it; pandas tables among them, and labels ``y`` as a
+    pandas Series, must agree on their row index (check_row_index; ``names`` name the views)."""
     if sp.issparse(views) or isinstance(views, np.ndarray) or hasattr(views, "compute"):
         raise TypeError("views must be a list of arrays (one per view), not a single array; wrap it as [X]")
     if isinstance(views, Mapping) or hasattr(views, "iloc"):
@@ -245,23 +247,44 @@ def view_list(views, names: Sequence[str] | None = None) -> list:
     if all(_ndim(X) < 2 for X in views):
         raise ValueError("views must be a list of n x d arrays, but every entry is 1-D: a single table given as a "
                          "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")
-    check_row_index(views, names)
+    check_row_index(views, names, y)
     return views
 
 
-def check_row_index(views: list, names: Sequence[str] | None = None) -> None:
+def check_row_index(views: list, names: Sequence[str] | None = None, y: Any = None) -> None:
     """Views are matched row by row, by position: pandas tables of as many rows must have the same row index, else a
-    view reordered, or of other samples, would be paired with the wrong rows silently."""
-    tables = [(p, X.index) for p, X in enumerate(views) if hasattr(X, "iloc") and hasattr(X, "index")]
+    view reordered, or of other samples, would be paired with the wrong rows silently; so must labels ``y`` given
+    as a pandas Series."""
     names = names if names is not None and len(names) == len(views) else None
-    for p, index in tables[1:]:
-        q, first = tables[0]
+    tables = [(view_label(p, names), X.index) for p, X in enumerate([*views, y]) if _indexed(X)]
+    if _indexed(y) and len(tables) > 1:
+        tables[-1] = ("the labels", y.index)
+    for label, index in tables[1:]:
+        first_label, first = tables[0]
         if len(index) == len(first) and not index.equals(first):
-            row = int(np.flatnonzero(np.asarray(index) != np.asarray(first))[0])
-            raise ValueError(f"{view_label(p, names)}: its row index differs from {view_label(q, names)}'s (row {row}: "
-                             f"{index[row]!r} here, {first[row]!r} there), and views are matched row by row; align "
-                             "them first (X.loc[first.index]), or, if the rows already match, give them the same "
-                             "index (reset_index(drop=True))")
+            raise ValueError(f"{label}: its row index differs from {first_label}'s{_first_difference(index, first)}, "
+                             "and rows are matched by position; align them first (X.loc[first.index]), or, if the "
+                             "rows already match, give them the same index (reset_index(drop=True))")
+
+
+def _indexed(X: Any) -> bool:
+    """Whether X is a pandas table or series (it has a row index)."""
+    return hasattr(X, "iloc") and hasattr(X, "index")
+
+
+def _first_difference(index: Any, first: Any) -> str:
+    """`` (row r: a here, b there)`` for the first row where two pandas indexes differ, "" if none is found (equal
+    values that Index.equals tells apart, e.g. the same times in two time zones)."""
+    try:
+        same = np.asarray(index == first, bool) | (np.asarray(index.isna()) & np.asarray(first.isna()))
+    except (NotImplementedError, TypeError, ValueError):  # MultiIndex has no isna
+        same = np.asarray(index == first, bool)
+    rows = np.flatnonzero(~same)
+    if not rows.size:
+        return ""
+    row = int(rows[0])
+    shown = [repr(v) if isinstance(v, str) else str(v) for v in (index[row], first[row])]
+    return f" (row {row}: {shown[0]} here, {shown[1]} there)"
 
 
 def check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str]:

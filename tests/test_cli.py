@@ -473,10 +473,10 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     assert store.read_result("view_embeddings", "views").tolist() == [1, 2]
     assert sorted(zarr.open_group(store.path / "stages" / "view_graphs", mode="r").keys()) == ["view1", "view2"]
     page = (out / "report.html").read_text()
-    assert "<td>few</td><td>2</td><td>-</td>" in page and "no: constant, or fewer distinct rows than clusters" in page
-    reason = next(w for w in report["warnings"] if w.startswith("view 0 ('few'): only 2 distinct rows"))  # which one
-    assert "(the warnings below say which)" in page and f'"warnings.{report["warnings"].index(reason)}">' \
-        f"{html.escape(reason)}</li>" in page
+    reason = next(w for w in report["warnings"] if w.startswith("view 0 ('few'): only 2 distinct rows"))
+    assert ('<td>few</td><td>2</td><td>-</td><td data-key="view_weights.few">0.0000</td><td>no: only 2 distinct rows, '
+            "fewer than n_clusters=3") in page  # the reason, where the cell listed every possible one
+    assert f'"warnings.{report["warnings"].index(reason)}">{html.escape(reason)}</li>' in page
 
 
 def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_path, capsys):
@@ -493,7 +493,7 @@ def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_pa
     report = json.loads((out / "report.json").read_text())
     assert report["view_weights"]["flat"] == 0 and report["resolved"]["left_out_views"] == [0]
     assert set(report["single_view_scores"]) == {"a", "b"}
-    assert "no: constant, or fewer distinct rows than clusters" in (out / "report.html").read_text()
+    assert "no: is constant (every sample has the same features)" in (out / "report.html").read_text()
     model = ONMSC(3, embedding="anchor", n_landmarks=40, keep_intermediate=True, random_state=0).fit(views)
     assert report["single_view_scores"] == single_view_scores(model.view_embeddings_, y, 3, ["a", "b"])
 

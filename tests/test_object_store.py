@@ -287,7 +287,7 @@ def test_an_object_store_lost_mid_run_is_one_line_naming_it_and_how_to_resume(tm
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err, err
     said = [line for line in err.splitlines() if line.startswith("onmsc-dask:")]
-    assert said[-1].startswith("onmsc-dask: error: s3://lost/v.zarr could not be read or written mid-run ("), said
+    assert said[-1].startswith("onmsc-dask: error: s3://lost/v.zarr could not be reached mid-run ("), said
     assert said[-1].endswith("s3://lost/v.zarr keeps the stages finished before; once it can be reached, run the same "
                              "command again to resume after them"), said
     assert any("s3://lost/v.zarr/.onmsc-dask.lock: the lock could not be removed" in line for line in said), said

@@ -210,7 +210,7 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
     with pytest.raises(ValueError, match=r"view 2: holds text \(e\.g\. '0\.5', in rows \[4\]\)"):
         model.predict([new[0], new[1], as_objects])
     as_objects[4, 1] = None
-    with pytest.raises(ValueError, match=r"view 2: contains missing values \(None or pd\.NA; e\.g\. in rows \[4\]\)"):
+    with pytest.raises(ValueError, match=r"view 2: contains missing values \(None, pd\.NA or pd\.NaT; e\.g\. in rows \[4\]\)"):
         model.predict([new[0], new[1], as_objects])
     masked = da.from_array(new[1], chunks=50)
     masked = masked[masked[:, 0] > -np.inf]  # NaN chunk sizes: used to fail as "has nan rows, expected nan"

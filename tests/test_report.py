@@ -106,9 +106,47 @@ def test_screenshot_shows_the_page(run):
 def test_hungarian_confusion_orders_clusters_by_their_matched_class():
     y = np.array([0, 0, 1, 1, 2, 2, 2])
     labels = np.array([5, 5, 3, 3, 4, 4, 3])
-    counts, classes, clusters = hungarian_confusion(y, labels)
-    assert classes.tolist() == [0, 1, 2] and clusters.tolist() == [5, 3, 4]
+    counts, classes, clusters, matched = hungarian_confusion(y, labels)
+    assert classes.tolist() == [0, 1, 2] and clusters.tolist() == [5, 3, 4] and matched.tolist() == [0, 1, 2]
     assert counts.tolist() == [[2, 0, 0], [0, 2, 0], [0, 1, 2]]
+
+
+def test_the_map_colours_each_cluster_as_its_matched_class_when_k_differs_from_the_classes():
+    """With fewer clusters than classes, cluster order[i] was drawn in class i's colour, though matched to another
+    class (MSRC-v5 at k = 4: the cluster of label 3 drawn in label 2's colour); more than 20 clusters reused colours."""
+    from onmsc_dask.report import RunPage, palette, plot_map
+
+    y = np.repeat(np.arange(4), 10)
+    labels = np.repeat([0, 1, 1, 2], 10)  # clusters 0, 1, 2: classes 0, (1 or 2), 3
+    counts, classes, clusters, matched = hungarian_confusion(y, labels)
+    assert clusters.tolist() == [0, 1, 2] and matched[[0, 2]].tolist() == [0, 3] and matched[1] in (1, 2)
+    page = RunPage(title="t", source="s", view_names=["a"], view_dims=[2], view_metrics=["euclidean"], labels=labels,
+                   view_weights=np.ones(1), related_views=np.ones(1, bool), objective=np.ones(2),
+                   readout=np.random.default_rng(0).normal(size=(40, 3)), y=y)
+    by_cluster, by_label = (ax.collections[0].get_facecolors()[:, :3] for ax in plot_map(page).axes)
+    np.testing.assert_allclose(by_cluster[labels == 2], by_label[labels == 2])  # class 3's colour, not class 2's
+    np.testing.assert_allclose(by_cluster[labels == 0], by_label[labels == 0])
+    assert len({tuple(c) for c in palette(27)}) == 27 and len({tuple(c) for c in palette(90)}) == 90
+
+
+def test_the_views_table_says_why_a_view_has_no_weight(tmp_path):
+    """A view left out showed every possible reason (the warning said which), a fused view of weight 0 only 'yes',
+    and a tolerance of 1e-4 read 0.00."""
+    from onmsc_dask.report import RunPage, write_report
+
+    labels = np.repeat(np.arange(3), 10)
+    said = "view 2 ('c'): shares no cluster structure with any other view (…); it is left out of the fusion"
+    page = RunPage(title="t", source="s", view_names=["a", "b", "c"], view_dims=[2, 3, 4],
+                   view_metrics=["euclidean"] * 3, labels=labels, view_weights=np.array([1.0, 0.0, 0.0]),
+                   related_views=np.array([True, True, False]), objective=np.ones(2),
+                   readout=np.random.default_rng(0).normal(size=(30, 3)), warnings=[said],
+                   facts={"parameters": {"tol": 1e-4}})
+    write_report(tmp_path, page)
+    text = (tmp_path / "report.html").read_text()
+    cells = re.findall(r"<td>(yes[^<]*|no:[^<]*)</td>", text)
+    assert cells == ["yes", "yes, with μ = 0 (the fusion&#x27;s weight step gives it none)",
+                     "no: shares no cluster structure with any other view (…); it is left out of the fusion"], cells
+    assert "tol: 0.0001" in text
 
 
 def test_thumbnails_show_each_sample_in_its_cell_and_leave_missing_ones_blank():

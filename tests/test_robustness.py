@@ -97,8 +97,12 @@ BAD_INPUTS = {
     "reordered table": (lambda v: [pd.DataFrame(v[0]), pd.DataFrame(v[1]).iloc[::-1]], {},
                         [f"view 1: its row index differs from view 0's (row 0: {N - 1} here, 0 there)",
                          "X.loc[first.index]"]),
+    "0-d objects": (lambda v: [v[0], np.array(None, dtype=object)], {}, ["view 1: expected a 2-D array", "got 0-D"]),
+    # numbers as objects were converted before the mask was seen, then: the masked entries' values used, silently
+    "masked objects": (lambda v: [v[0], np.ma.masked_array(v[1].astype(object), mask=np.eye(N, 5, dtype=bool))],
+                       {}, ["view 1: is a masked array with 5 masked values"]),
     "pandas NA": (lambda v: [v[0], _missing_at(v[1], 2)], {},
-                  ["view 1: contains missing values (None or pd.NA; e.g. in rows [2])"]),
+                  ["view 1: contains missing values (None, pd.NA or pd.NaT; e.g. in rows [2])"]),
     "ragged": (lambda v: [v[0], [[1.0, 2.0], [3.0]] * (N // 2)], {}, ["view 1: is not a numeric n x d array"]),
 }
 
@@ -202,6 +206,11 @@ def test_bad_store_view_names_the_view(tmp_path, views):
         MultiViewStore.create(tmp_path / "s.zarr", [views[0], views[1][:39]], view_names=["img", "text"])
     with pytest.raises(ValueError, match=r"view 1 \('view1'\): is empty \(shape \(40, 0\)\)"):
         MultiViewStore.create(tmp_path / "s.zarr", [views[0], np.empty((N, 0))])
+    table = pd.DataFrame(views[0], index=[f"s{i}" for i in range(N)])
+    y = pd.Series(np.arange(N) % 3, index=table.index[::-1])  # labels of the same samples, reversed: paired wrongly
+    with pytest.raises(ValueError, match=r"the labels: its row index differs from view 0's \(row 0: 's39' here, 's0' "
+                                         r"there\)"):
+        MultiViewStore.create(tmp_path / "s.zarr", [table, views[1]], y)
     assert not (tmp_path / "s.zarr").exists()
 
 
