@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import platform
+import re
 import shutil
 import signal
 import sys
@@ -66,7 +67,7 @@ def out_dir(text: str) -> Path:
 
     if not text.strip():
         raise argparse.ArgumentTypeError("must name a directory (use . for the current one), got an empty string")
-    if is_url(text):
+    if is_url(text) or re.match(r"[A-Za-z][A-Za-z0-9+.-]+:[:/]", text):  # also s3:/x, simplecache::s3://x
         raise argparse.ArgumentTypeError(f"must be a local directory, got the URL {text} (a --data URL store receives "
                                          "the run's stages; the report and labels are written locally)")
     return Path(text)
@@ -131,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler", help="address of a running Dask scheduler (default: start a LocalCluster)")
     run.add_argument("--n-clusters", type=cluster_count, help="k (default: number of distinct labels)")
     run.add_argument("--embedding", default="auto", choices=("auto", "exact", "anchor", "nystrom"),
-                     help="spectral embedding solver (default: auto)")
+                     help="spectral embedding solver: exact (sparse eigensolver on kNN graphs), anchor (anchor graphs, "
+                          "out of core), nystrom (the paper's, to reproduce it; less accurate), auto (exact up to "
+                          "20000 samples, else anchor; default)")
     run.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")
     run.add_argument("--n-components", type=positive_int,
                      help="eigenvectors per graph, at least k (default: k, or 2k from 500 samples per cluster; "
@@ -338,6 +341,10 @@ def _input_files(args: argparse.Namespace) -> dict:
             for p in [*args.data, *([args.labels] if args.labels is not None else [])]}
 
 
+#: _previous_store's reason for a DIR/views.zarr that does not open
+NOT_WHOLE = "not a whole store"
+
+
 def _previous_store(store_path: Path, fingerprint: dict) -> tuple[Any, str]:
     """The store an earlier run wrote from the same input (same files, unchanged), else None and why it is not
     (for _replacing): other input, or its views or labels are no longer the files it wrote (deleted or truncated)."""
@@ -348,7 +355,7 @@ def _previous_store(store_path: Path, fingerprint: dict) -> tuple[Any, str]:
     try:
         store = MultiViewStore(store_path)
     except ValueError:  # not a whole store: replaced
-        return None, "not a whole store"
+        return None, NOT_WHOLE
     if store.metadata.get("input") != fingerprint:
         return None, "made from other input"
     damaged = store.damaged_data_file()
@@ -383,8 +390,11 @@ def _finished(store: Any) -> tuple[list[str], str | None]:
 def _stages_text(kept: list[str], damaged: str | None) -> str:
     """_finished's stages as a phrase."""
     return (", ".join(kept) or "none") + (f"; {damaged} is damaged: it and the stages after it are recomputed"
-                                          if damaged is not None else "") + \
-        ("; each is reused if made with the same parameters" if kept else "")
+                                          if damaged is not None else "") + (REUSED if kept else "")
+
+
+#: how the stages a resume lists are reused
+REUSED = "; a finished stage is reused if made with the same parameters"
 
 
 def _image_metadata(args: argparse.Namespace, views: list) -> dict:
@@ -407,12 +417,16 @@ def _replacing(store_path: Path, why: str, log: _Log) -> None:
     (its root metadata lost) is removed first, when zarr metadata in it shows a run wrote it."""
     if not store_path.exists():
         return
-    log(f"replacing the previous run's store {store_path} ({why})")
-    if why == "not a whole store" and any(store_path.iterdir()):
-        if store_path.is_symlink() or not any(store_path.rglob("zarr.json")):
-            raise ValueError(f"{store_path} is not a store a run wrote (no zarr metadata in it), so it is not "
-                             "replaced; move it away or give another --out")
+    if why == NOT_WHOLE and any(store_path.iterdir()):
+        if store_path.is_symlink():
+            raise ValueError(f"{store_path} is a symbolic link, so it is not replaced; remove it or give another --out")
+        if not any((store_path / group / "zarr.json").is_file() for group in ("views", "labels", "stages")):
+            raise ValueError(f"{store_path} is not a store a run wrote (no views, labels or stages group in it), so "
+                             "it is not replaced; move it away or give another --out")
+        log(f"replacing the previous run's store {store_path} ({why})")
         shutil.rmtree(store_path)
+        return
+    log(f"replacing the previous run's store {store_path} ({why})")
 
 
 def _version(package: str) -> str:
@@ -438,6 +452,9 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     anchor = _solver(args, store.n_samples) == "anchor"
     if anchor and args.n_neighbors is not None:
         log("--n-neighbors is not used: the anchor graph links each sample to its nearest landmarks")
+    if args.embedding == "nystrom":
+        log("the Nystrom solver reproduces the paper's; the exact one (the default up to 20000 samples) is more "
+            "accurate")
     if not anchor and store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # pynndescent's kNN graphs: compile it once
         log(f"compiling pynndescent on the workers: about {COMPILE_SECONDS} s the first time on this machine, "
             f"{CACHED_SECONDS} s with numba's cache after that")

@@ -24,11 +24,11 @@ from clusters import Cluster
 
 from onmsc_dask import outofcore, supervision
 from onmsc_dask.cli import main
-
-#: how the CLI's lines qualify the finished stages they list
-EACH = "; each is reused if made with the same parameters"
 from onmsc_dask.outofcore import fit_store
 from onmsc_dask.store import MultiViewStore
+
+#: how the CLI's lines qualify the finished stages they list
+EACH = "; a finished stage is reused if made with the same parameters"
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the worker processes cannot import this module
 PARAMS = dict(n_landmarks=60, random_state=0, n_init=3)

@@ -94,8 +94,8 @@ def test_the_resuming_line_names_a_damaged_stage_apart(tmp_path, capsys):
     assert main(command) == 0
     err = capsys.readouterr().err
     assert (f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks, anchor_graph, embeddings; "
-            "fusion is damaged: it and the stages after it are recomputed; each is reused if made with the same "
-            "parameters)\n") in err
+            "fusion is damaged: it and the stages after it are recomputed; a finished stage is reused if made "
+            "with the same parameters)\n") in err
     np.testing.assert_array_equal(np.load(out / "labels.npy"), first)
 
 
