@@ -773,8 +773,9 @@ def main(argv: list[str] | None = None) -> int:
             from .location import unreachable
 
             lost = unreachable(exc)
-            said = one_line(lost) if isinstance(lost, ValueError) else f"{type(lost).__name__}: {one_line(lost)}"
-            print(f"onmsc-dask: error: {_url(args)} could not be reached mid-run ({said}); "
+            said = one_line(lost) if isinstance(lost, ValueError) else \
+                f"{_url(args)}: {type(lost).__name__}: {one_line(lost)}"  # BucketUnreachable names the URL itself
+            print(f"onmsc-dask: error: the store could not be reached mid-run: {said}; "
                   f"{_resume_hint(args, 'once it can be reached, ')}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except KeyboardInterrupt as exc:

@@ -69,7 +69,8 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
     """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)  # MATLAB may save a label vector sparse
     if sum(s > 1 for s in y.shape) > 1:
-        raise ValueError(f"{name}: has shape {y.shape}, expected a vector")
+        raise ValueError(f"{name}: has shape {y.shape}, expected a vector (labels are one column of class ids or "
+                         "names, one per sample)")
     y = y.ravel()
     if y.dtype.kind == "f" and not (np.isfinite(y).all() and np.array_equal(y, np.round(y))):
         missing = np.flatnonzero(np.isnan(y))

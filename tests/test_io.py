@@ -465,6 +465,8 @@ def test_empty_and_header_only_csv_files_are_named(tmp_path):
     ("label\na\n", r"y\.csv: not a numeric CSV file \(line 2: .*\); labels are one column of class ids or names, "
                     r"one per sample"),  # 1 name for 3 samples
     ("0\nnan\n1\n", r"y\.csv: holds missing values \(NaN, e\.g\. in rows \[1\]\); every sample needs a label"),
+    ("0,1\n1,0\n2,2\n", r"y\.csv: has shape \(3, 2\), expected a vector \(labels are one column of class ids or "
+                        r"names, one per sample\)"),
     ("0\n1.5\n1\n", r"y\.csv: holds non-integer values \(e\.g\. 1\.5 in row 1\); labels are integer class ids"),
 ])
 def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):

@@ -287,7 +287,8 @@ def test_an_object_store_lost_mid_run_is_one_line_naming_it_and_how_to_resume(tm
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err, err
     said = [line for line in err.splitlines() if line.startswith("onmsc-dask:")]
-    assert said[-1].startswith("onmsc-dask: error: s3://lost/v.zarr could not be reached mid-run ("), said
+    assert said[-1].startswith("onmsc-dask: error: the store could not be reached mid-run: s3://lost/v.zarr: "), said
+    assert "EndpointConnectionError" in said[-1] and said[-1].count("s3://lost/v.zarr") == 2, said  # not named twice over
     assert said[-1].endswith("s3://lost/v.zarr keeps the stages finished before; once it can be reached, run the same "
                              "command again to resume after them"), said
     assert any("s3://lost/v.zarr/.onmsc-dask.lock: the lock could not be removed" in line for line in said), said
