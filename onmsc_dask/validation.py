@@ -256,9 +256,9 @@ def check_row_index(views: list, names: Sequence[str] | None = None, y: Any = No
     view reordered, or of other samples, would be paired with the wrong rows silently; so must labels ``y`` given
     as a pandas Series."""
     names = names if names is not None and len(names) == len(views) else None
-    tables = [(view_label(p, names), X.index) for p, X in enumerate([*views, y]) if _indexed(X)]
-    if _indexed(y) and len(tables) > 1:
-        tables[-1] = ("the labels", y.index)
+    tables = [(view_label(p, names), X.index) for p, X in enumerate(views) if _indexed(X)]
+    if _indexed(y):
+        tables.append(("the labels", y.index))
     for label, index in tables[1:]:
         first_label, first = tables[0]
         if len(index) == len(first) and not index.equals(first):

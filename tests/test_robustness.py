@@ -211,6 +211,8 @@ def test_bad_store_view_names_the_view(tmp_path, views):
     with pytest.raises(ValueError, match=r"the labels: its row index differs from view 0's \(row 0: 's39' here, 's0' "
                                          r"there\)"):
         MultiViewStore.create(tmp_path / "s.zarr", [table, views[1]], y)
+    with pytest.raises(ValueError, match=r"the labels: its row index differs from view 0 \('img'\)'s"):  # an IndexError
+        MultiViewStore.create(tmp_path / "s.zarr", [table, views[1]], y, view_names=["img", "text"])
     assert not (tmp_path / "s.zarr").exists()
 
 
