@@ -417,16 +417,15 @@ def _replacing(store_path: Path, why: str, log: _Log) -> None:
     (its root metadata lost) is removed first, when zarr metadata in it shows a run wrote it."""
     if not store_path.exists():
         return
-    if why == NOT_WHOLE and any(store_path.iterdir()):
-        if store_path.is_symlink():
-            raise ValueError(f"{store_path} is a symbolic link, so it is not replaced; remove it or give another --out")
-        if not any((store_path / group / "zarr.json").is_file() for group in ("views", "labels", "stages")):
-            raise ValueError(f"{store_path} is not a store a run wrote (no views, labels or stages group in it), so "
-                             "it is not replaced; move it away or give another --out")
-        log(f"replacing the previous run's store {store_path} ({why})")
-        shutil.rmtree(store_path)
-        return
+    remove = why == NOT_WHOLE and any(store_path.iterdir())
+    if remove and store_path.is_symlink():
+        raise ValueError(f"{store_path} is a symbolic link, so it is not replaced; remove it or give another --out")
+    if remove and not any((store_path / group / "zarr.json").is_file() for group in ("views", "labels", "stages")):
+        raise ValueError(f"{store_path} is not a store a run wrote (no views, labels or stages group in it), so it is "
+                         "not replaced; move it away or give another --out")
     log(f"replacing the previous run's store {store_path} ({why})")
+    if remove:
+        shutil.rmtree(store_path)
 
 
 def _version(package: str) -> str:

@@ -316,8 +316,8 @@ def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None)
     sizes = cluster_sizes(page.labels, k)
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
                    [[name, d, m or "-", float(mu), _fused(page, p)]
-                    for p, (name, d, m, mu, kept) in enumerate(zip(page.view_names, page.view_dims, page.view_metrics,
-                                                                   page.view_weights, page.related_views))],
+                    for p, (name, d, m, mu) in enumerate(zip(page.view_names, page.view_dims, page.view_metrics,
+                                                             page.view_weights))],
                    [[None, None, None, f"view_weights.{name}", None] for name in page.view_names])
     parts = [f"<h1>{html.escape(page.title)}</h1>",
              f'<p>{html.escape(page.source)}: <b data-key="n_samples">{len(page.labels)}</b> samples, '

@@ -297,7 +297,7 @@ class MultiViewStore:
         if not 0 <= start <= stop <= self.n_samples:
             raise IndexError(f"rows {start}:{stop} out of range for {self.n_samples} samples")
         try:
-            rows = _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
+            rows = _node_rows(node, start, stop)
         except Exception as exc:  # zarr/codec errors on a damaged chunk file
             if unreachable(exc) is not None:  # an object store out of reach: nothing to mend
                 raise
@@ -321,7 +321,7 @@ class MultiViewStore:
     @staticmethod
     def _readable(node: zarr.Array | zarr.Group, start: int, stop: int) -> bool:
         try:
-            _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
+            _node_rows(node, start, stop)
         except Exception:  # noqa: BLE001 - as read_rows
             return False
         return True
@@ -568,6 +568,11 @@ def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
     return check_same_rows([view.shape[0] for view in views], names)
+
+
+def _node_rows(node: zarr.Array | zarr.Group, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
+    """Rows start:stop of a stored view: a dense array, or a CSR group (_read_csr)."""
+    return _read_csr(node, start, stop) if isinstance(node, zarr.Group) else node[start:stop]
 
 
 def _on_worker() -> bool:
