@@ -24,7 +24,7 @@ from .fusion import LateFusionResult, full_weights, related_among, related_views
 from .selection import distortion, fuse
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
                          check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
-                         check_tol, check_view, constant_view_message, fit_seeds, informative_views,
+                         check_tol, check_view, clear_fitted, constant_view_message, fit_seeds, informative_views,
                          keep_informative, kept_names, metric_list, n_distinct, user_warning, view_label)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
@@ -410,7 +410,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                  "alpha")
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
-        self._clear_fitted()  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
+        clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         loaded = None  # views loaded on the workers (_load_on_workers)
         from .store import is_lazy, view_inputs
 
@@ -465,7 +465,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self.n_features_in_ = _n_features(inputs)  # of every input view, once they are known valid
             self.view_names_ = input_names
         except BaseException:
-            self._clear_fitted()  # a failed fit leaves no fitted attributes behind
+            clear_fitted(self)  # a failed fit leaves no fitted attributes behind
             raise
         return self
 
@@ -596,10 +596,6 @@ class ONMSC(ClusterMixin, BaseEstimator):
             for p, ext in zip(kept, self.extension_.views):
                 views[p] = ext
             self.extension_ = replace(self.extension_, views=views)
-
-    def _clear_fitted(self) -> None:
-        for name in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
-            delattr(self, name)
 
     def _refit_for_cluster_sizes(self, inputs: _GraphInputs, names: list[str] | None, random_state: int | None,
                                  report: Callable[[str], None]) -> None:

@@ -30,7 +30,8 @@ from .fusion import converged, full_weights, simplex_qp
 from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
-from .validation import check_int, check_lambda, check_seed, check_tol, check_views, informative_views, kept_names
+from .validation import (check_int, check_lambda, check_seed, check_tol, check_views, clear_fitted,
+                         informative_views, kept_names)
 
 
 def usable_views(views, n_clusters: int, view_names: Sequence[str] | None = None,
@@ -65,7 +66,19 @@ def concatenate_views(views, view_names: Sequence[str] | None = None) -> np.ndar
     return np.hstack([B.toarray() if sp.issparse(B) else B for B in blocks])
 
 
-class _GraphClustering(ClusterMixin, BaseEstimator):
+class _Baseline(ClusterMixin, BaseEstimator):
+    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+        """Fit on ``views`` (as ``ONMSC.fit`` takes them); a refit keeps nothing of an earlier fit, a failed fit
+        leaves no fitted attributes behind."""
+        clear_fitted(self)
+        try:
+            return self._fit(views, y, view_names, storage_options)
+        except BaseException:
+            clear_fitted(self)
+            raise
+
+
+class _GraphClustering(_Baseline):
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None,
                  metric: str | Sequence[str] = "auto", n_init: int = 10, random_state: int | None = None):
         self.n_clusters = n_clusters
@@ -99,7 +112,7 @@ class SingleBestView(_GraphClustering):
     scores so a benchmark can also report the label-oracle best view. ``eigengaps_`` and ``per_view_labels_`` are the
     usable views' (``kept_views_``); ``best_view_`` is a position among the given views."""
 
-    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+    def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         k, seed = self.n_clusters, self._seed()
         eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed)
                for A in self._graphs(*self._usable(views, view_names, storage_options))]
@@ -121,7 +134,7 @@ class SingleBestView(_GraphClustering):
 class AverageGraphSC(_GraphClustering):
     """A-MVSC: spectral clustering (Ng-Jordan-Weiss) of the average affinity."""
 
-    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+    def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         self.embedding_ = average_graph_embedding(self._graphs(*self._usable(views, view_names, storage_options)),
                                                   "exact", self.n_clusters, random_state=self._seed())
         self.labels_ = self._labels(self.embedding_)
@@ -143,7 +156,7 @@ class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians a
         self.tol = tol
         self.max_iter = max_iter
 
-    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+    def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         k, O = self.n_clusters, check_int("order", self.order)
         check_int("max_iter", self.max_iter)
         check_tol(self.tol)
@@ -171,10 +184,10 @@ class LabelPickedView(SingleBestView):
     """Reference only, NOT label-free: per-view spectral clustering as SB-SC, ``labels_`` of the view with the
     highest accuracy against ``y`` (required)."""
 
-    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+    def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         if y is None:
             raise ValueError("LabelPickedView picks its view with the labels: fit(views, y)")
-        super().fit(views, view_names=view_names, storage_options=storage_options)
+        super()._fit(views, None, view_names, storage_options)
         return self._pick(int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_])))
 
 
@@ -186,7 +199,7 @@ class ConcatSC(_GraphClustering):
         super().__init__(n_clusters, n_neighbors=n_neighbors, metric="euclidean", n_init=n_init,
                          random_state=random_state)
 
-    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+    def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         concatenated = concatenate_views(*self._usable(views, view_names, storage_options))
         self.embedding_ = average_graph_embedding(self._graphs([concatenated]), "exact", self.n_clusters,
                                                   random_state=self._seed())
@@ -194,7 +207,7 @@ class ConcatSC(_GraphClustering):
         return self
 
 
-class ConcatKMeans(ClusterMixin, BaseEstimator):
+class ConcatKMeans(_Baseline):
     """k-means (``n_init`` restarts) of ``concatenate_views``."""
 
     def __init__(self, n_clusters: int = 8, *, n_init: int = 10, random_state: int | None = None):
@@ -202,7 +215,7 @@ class ConcatKMeans(ClusterMixin, BaseEstimator):
         self.n_init = n_init
         self.random_state = random_state
 
-    def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
+    def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         km = KMeans(self.n_clusters, n_init=self.n_init, random_state=check_seed(self.random_state))
         usable, names, self.kept_views_, self.n_views_in_ = usable_views(views, self.n_clusters, view_names,
                                                                          storage_options)

@@ -23,8 +23,8 @@ from .assign import normalize_rows
 from .cluster import scattered
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
-from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, numeric_objects,
-                         rows_where, view_label, view_list)
+from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, check_scale,
+                         numeric_objects, rows_where, view_label, view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
 
@@ -220,14 +220,16 @@ def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None,
 
 
 def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: int) -> None:
-    """New rows (blocks starting at ``first_row`` of the input; None for a view not read) are finite, and
-    non-negative in a view fitted with the ``counts`` metric (log(1 + count) of a negative value is NaN or -inf: the
+    """New rows (blocks starting at ``first_row`` of the input; None for a view not read) are finite, of a magnitude
+    the fit takes (validation.check_scale), and non-negative in a view fitted with the ``counts`` metric (log(1 + count) of a negative value is NaN or -inf: the
     rows' labels would be silently arbitrary)."""
     for p, X in enumerate(blocks):
         if X is None:
             continue
         label = view_label(p, names)
         check_finite(X, label, first_row)
+        values = X.data if sp.issparse(X) else np.asarray(X)
+        check_scale(float(np.abs(values).max()) if values.size else 0.0, label)
         if ext.views[p] is not None and ext.views[p].metric == "counts":
             negative = rows_where(X, (X.data if sp.issparse(X) else np.asarray(X)) < 0)
             if negative.size:

@@ -103,6 +103,7 @@ class _ChunkSummary(NamedTuple):
     col_max: np.ndarray
     n_zero_rows: int  # validation.zero_rows
     zero_row_examples: list[int]  # the first (at most 5), absolute
+    dtype: np.dtype  # as read (rows.read_rows)
 
 
 def _chunk_scan(block: Any, label: str, start: int, idx: np.ndarray) -> tuple[_ChunkSummary, np.ndarray]:
@@ -112,8 +113,8 @@ def _chunk_scan(block: Any, label: str, start: int, idx: np.ndarray) -> tuple[_C
     check_finite(X, label, start)
     sample = X[idx - start]
     zr = zero_rows(X)
-    return (_ChunkSummary(*value_summary(X), X.shape[0], *column_range(X), zr.size, (zr[:5] + start).tolist()),
-            sample)
+    return (_ChunkSummary(*value_summary(X), X.shape[0], *column_range(X), zr.size, (zr[:5] + start).tolist(),
+                          X.dtype), sample)
 
 
 def _chunk_distinct_rows(block: Any, at_least: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -160,7 +161,8 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tup
         check_not_constant(spread, rows, label)
     except ConstantViewError as exc:
         return str(exc)
-    check_scale(max(max(np.abs(s.col_min).max(), np.abs(s.col_max).max()) for s in summaries), label)
+    check_scale(max(max(np.abs(s.col_min).max(), np.abs(s.col_max).max()) for s in summaries), label,
+                summaries[0].dtype, stored=True)
     resolved = metric_from_values(metric, min(s.min_value for s in summaries),
                                   sum(s.zero_fraction * s.rows for s in summaries) / rows,
                                   all(s.integer for s in summaries), spread.size, label)

@@ -81,6 +81,12 @@ def check_same_rows(n_rows: Sequence[int], names: Sequence[str] | None = None) -
     return int(n_rows[0])
 
 
+def clear_fitted(estimator) -> None:
+    """Remove an estimator's fitted attributes (those ending in ``_``)."""
+    for name in [a for a in vars(estimator) if a.endswith("_") and not a.startswith("__")]:
+        delattr(estimator, name)
+
+
 def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool = False):
     """Return view ``X`` as float64 C-array or CSR (float32 kept with ``float32``), never aliasing a caller's
     writable buffer."""
@@ -95,8 +101,7 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
     if np.issubdtype(X.dtype, np.complexfloating):
         raise ValueError(f"{label}: has complex values; pass real features (e.g. np.abs(X) or [X.real, X.imag])")
     if X.dtype.kind in "SUV":  # as predict and stores take them: numbers held as text are not converted here either
-        raise ValueError(f"{label}: has dtype {X.dtype}, expected a numeric matrix (numbers read as text: convert them "
-                         "with X.astype(float))")
+        raise ValueError(f"{label}: has dtype {X.dtype}, expected a numeric matrix{_text_hint(X)}")
     if np.ma.isMaskedArray(X) and np.ma.count_masked(X):
         raise ValueError(f"{label}: is a masked array with {np.ma.count_masked(X)} masked values; fill them "
                          "(X.filled(value)) or drop those rows first")
@@ -123,7 +128,11 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
     check_finite(X, label)
     col_min, col_max = column_range(X)
     check_not_constant(col_max - col_min, n, label)
-    return moderate_scale(X, max(np.abs(col_min).max(), np.abs(col_max).max()))
+    top = max(np.abs(col_min).max(), np.abs(col_max).max())
+    if X.dtype == np.float32 and not within_scale(top, X.dtype):
+        X = X.astype(np.float64)  # float64 holds its squared distances
+    check_scale(top, label, X.dtype)
+    return X
 
 
 def _object_kind(value: Any) -> int:
@@ -133,6 +142,17 @@ def _object_kind(value: Any) -> int:
     return 2 if value is None or type(value).__name__ in ("NAType", "NaTType") else 0
 
 
+def _text_hint(texts: np.ndarray) -> str:
+    """How to make a view of these texts numeric: X.astype(float) when every one reads as a number, else encode the
+    categories."""
+    try:
+        np.asarray(texts).astype(float)
+        return " (numbers read as text: convert them with X.astype(float))"
+    except (TypeError, ValueError):
+        return (" (categories: encode them as numbers first, e.g. pandas.get_dummies(table) for one 0/1 column per "
+                "category)")
+
+
 def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
     """A 2-D object array as float64: text is refused as the text dtypes are (not converted), and missing values
     (None, pd.NA, pd.NaT) are named with their rows as NaN is."""
@@ -140,7 +160,7 @@ def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
     if (kind == 1).any():
         rows = rows_where(X, kind == 1)[:5].tolist()
         raise ValueError(f"{label}: holds text (e.g. {str(X[kind == 1][0])!r}, in rows {rows}), expected a numeric matrix"
-                         " (numbers read as text: convert them with X.astype(float))")
+                         f"{_text_hint(X[kind == 1])}")
     if (kind == 2).any():
         raise ValueError(f"{label}: contains missing values (None, pd.NA or pd.NaT; e.g. in rows "
                          f"{rows_where(X, kind == 2)[:5].tolist()}); impute or drop them first")
@@ -150,34 +170,31 @@ def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
         raise ValueError(f"{label}: is not a numeric n x d array ({exc})") from None
 
 
-#: views whose largest magnitude lies outside [2**-SCALE_EXPONENT, 2**SCALE_EXPONENT] have squared distances
-#: that overflow or underflow
-SCALE_EXPONENT = 100
+#: a view's largest magnitude must lie within 2**+-SCALE_EXPONENT, or its squared distances overflow or underflow;
+#: within 2**+-FLOAT32_SCALE_EXPONENT for float32 values (the anchor chain keeps float32 views float32)
+SCALE_EXPONENT, FLOAT32_SCALE_EXPONENT = 100, 40
 
 
-def _extreme(top: float) -> bool:
-    """Whether a nonzero largest magnitude `top` lies beyond 2**+-SCALE_EXPONENT."""
-    return bool(top) and not 2.0**-SCALE_EXPONENT <= top <= 2.0**SCALE_EXPONENT
+def scale_exponent(dtype) -> int:
+    return FLOAT32_SCALE_EXPONENT if np.dtype(dtype) == np.float32 else SCALE_EXPONENT
 
 
-def check_scale(top: float, label: str) -> None:
-    """Out of core, where a view is read chunk by chunk and not rescaled (moderate_scale): its largest magnitude
-    `top` must lie within 2**+-SCALE_EXPONENT."""
-    if _extreme(top):
-        raise ValueError(f"{label}: its largest magnitude is {top:.3g}, beyond 2**+-{SCALE_EXPONENT}, where squared "
-                         "distances overflow or underflow; multiply the view by a constant (the clustering does not "
-                         "depend on its scale) before writing the store, or fit it in memory")
+def within_scale(top: float, dtype) -> bool:
+    """Whether a largest magnitude `top` (0 for an all-zero view) lies within 2**+-scale_exponent(dtype)."""
+    e = scale_exponent(dtype)
+    return not top or 2.0**-e <= top <= 2.0**e
 
 
-def moderate_scale(X, top: float):
-    """X (a float64 copy, changed in place) times the power of two (exact) that brings its largest magnitude `top`
-    into [0.5, 1) when that is beyond 2**+-SCALE_EXPONENT. The graphs do not depend on the scale (the kernel width
-    is each point's own neighbour distance; only the counts metric's log1p is not scale-free, and counts do not
-    reach 2**100). Else X as it is."""
-    values = X.data if sp.issparse(X) else X
-    if _extreme(top):
-        values[...] = np.ldexp(values, -int(np.frexp(top)[1]))
-    return X
+def check_scale(top: float, label: str, dtype=np.float64, stored: bool = False) -> None:
+    """Raise naming `label` when the view's largest magnitude `top` is beyond within_scale's bounds for its
+    `dtype` (``stored``: a store's view, read chunk by chunk). A rescaled view would cluster alike, but predict
+    could not know the factor for new rows, so the user scales it."""
+    if not within_scale(top, dtype):
+        e, f32 = scale_exponent(dtype), np.dtype(dtype) == np.float32
+        raise ValueError(f"{label}: its largest magnitude is {top:.3g}, beyond 2**+-{e}"
+                         f"{' (float32 values)' * f32}, where squared distances overflow or underflow; multiply the "
+                         "view by a constant (the clustering does not depend on its scale)"
+                         f"{' before writing the store' * stored}{', or store it as float64' * (stored and f32)}")
 
 
 def rows_where(X, mask: np.ndarray) -> np.ndarray:
@@ -376,6 +393,9 @@ def check_seed(random_state) -> int | None:
     if random_state is None:
         return None
     message = f"random_state must be an int in [0, 2**32 - 1] or None (a seed), got {random_state!r}"
+    if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
+        raise TypeError(f"{message}; draw a seed from the generator, e.g. int(rng.integers(2**32)) (every stage and "
+                        "worker derives its own streams from one seed)")
     if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
         raise TypeError(message)
     if not 0 <= random_state <= SEED_MAX:

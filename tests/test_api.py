@@ -452,8 +452,10 @@ def test_bad_n_components_named(two_views, kwargs, match):
 
 
 def test_random_state_must_be_a_seed(two_views):
-    with pytest.raises(TypeError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\] or None"):
-        ONMSC(3, random_state=np.random.RandomState(0)).fit(two_views)
+    for generator in (np.random.RandomState(0), np.random.default_rng(0)):
+        with pytest.raises(TypeError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\] or None.*; draw a "
+                                            r"seed from the generator, e\.g\. int\(rng\.integers\(2\*\*32\)\)"):
+            ONMSC(3, random_state=generator).fit(two_views)
     with pytest.raises(ValueError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\] or None.*-1"):
         ONMSC(3, random_state=-1).fit(two_views)
 

@@ -221,3 +221,25 @@ def test_baselines_leave_out_views_that_cannot_help_as_onmsc_does(digits):
         np.testing.assert_array_equal(model.labels_, alone.labels_)
     with pytest.raises(ValueError, match="no view"):
         AverageGraphSC(K).fit([np.ones((500, 3)), few])
+
+
+def test_a_failed_refit_leaves_no_fitted_attributes(digits):
+    """A baseline refitted on bad views kept the earlier fit's labels_, which looked like a fit of the new data (as
+    ONMSC, a failed fit now leaves nothing behind); a refit keeps nothing of an earlier one."""
+    from onmsc_dask.baselines import ConcatKMeans, ConcatSC, LabelPickedView
+
+    views, y, _ = digits
+    bad = [views[0].copy(), views[1]]
+    bad[0][0, 0] = np.nan
+    for est in (SingleBestView(K, random_state=0), AverageGraphSC(K, random_state=0), ConcatSC(K, random_state=0),
+                ConcatKMeans(K, random_state=0), LinearCombination(K, random_state=0, max_iter=3),
+                LabelPickedView(K, random_state=0)):
+        est.fit(views, y)
+        assert hasattr(est, "labels_") and est.n_views_in_ == 3
+        with pytest.raises(ValueError, match="view 0: contains NaN"):
+            est.fit(bad, y)
+        assert not [a for a in vars(est) if a.endswith("_")], type(est).__name__
+        est.fit(views[1:], y)
+        assert est.n_views_in_ == 2 and len(est.labels_) == len(y)
+        if hasattr(est, "eigengaps_"):
+            assert len(est.eigengaps_) == 2
