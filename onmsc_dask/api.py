@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, mean_normalized_cut, readout, refine_labels, warn_isolated_rows
-from .cluster import persisted, scattered
+from .cluster import FIT_ATTEMPTS, WorkersLost, lost_data, persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_components, rank_consensus_affinity,
@@ -411,63 +411,79 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
         clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
-        loaded = None  # views loaded on the workers (_load_on_workers)
-        from .store import is_lazy, view_inputs
-
         try:
-            inputs, names = view_inputs(views, view_names, storage_options)
-            input_names = names
-            anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
-            if self.cache is not None and not anchor:
-                raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
-                                 f"embedding='anchor' (or 'auto' above {EXACT_MAX_SAMPLES} samples)")
-            stored = hasattr(inputs, "read_view")
-            lazy = stored or any(is_lazy(X) for X in inputs)
-            if anchor and lazy:  # read chunk by chunk by the chain's tasks, their values checked there
-                views, n_views = inputs, inputs.n_views if stored else len(inputs)
-                kept = list(range(n_views))
-            elif lazy:  # kNN graphs: each view loaded and checked by a task on a worker
-                report(f"reading the views: one Dask task per view{' (from the store)' * stored}")
-                loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
-                n_views = len(loaded)
-            else:
-                n_views, (views, kept) = len(inputs), informative_views(inputs, self.n_clusters, names,
-                                                                        float32=anchor)
-            names = kept_names(names, kept, n_views)
-            # one metric per kept view: a view left out takes its entry of a per-view list with it
-            metric = self.metric if isinstance(self.metric, str) else [metric_list(self.metric, n_views)[p]
-                                                                        for p in kept]
-            if not anchor:
-                if loaded is not None:
-                    graph_inputs = _facts_inputs([loaded[p] for p in kept], [facts[p] for p in kept],
-                                                 self.n_clusters, self.n_neighbors, metric, names)
-                else:
-                    views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, metric,
-                                                                names)
-                    # each view goes to the workers once, by scatter when a distributed client runs
-                    graph_inputs = _GraphInputs([scattered(X) for X in views], views, views[0].shape[0], k, N,
-                                                metrics)
-            if self.fusion == "early":
-                self._fit_early(graph_inputs, names, random_state, t0)
-            elif anchor:
-                kept = [kept[p] for p in self._fit_anchor(views, names, metric, random_state, t0, report,
-                                                          storage_options)]
-                self._finish_fit()
-            else:
-                self._fit_late(graph_inputs, names, random_state, t0, report)
-                if self.n_neighbors is None:
-                    self._refit_for_cluster_sizes(graph_inputs, names, random_state, report)
-                if self._refines():
-                    self._refine_labels(report)
-                warn_isolated_rows(readout(self.embedding_, self.fusion_target_, self.n_clusters))
-                self._finish_fit()
-            self._expand_to_input_views(np.array(kept), n_views)
-            self.n_features_in_ = _n_features(inputs)  # of every input view, once they are known valid
-            self.view_names_ = input_names
+            for attempt in range(1, FIT_ATTEMPTS + 1):
+                try:
+                    self._fit_views(views, view_names, storage_options, random_state, t0, report)
+                    return self
+                except Exception as exc:
+                    if not lost_data(exc):
+                        raise
+                    if attempt == FIT_ATTEMPTS:
+                        raise WorkersLost(f"Dask workers were lost with data this process sent them, {attempt} times "
+                                          f"({exc}); fit again once the cluster is steady, or fit from a store "
+                                          "(cache=...), whose tasks read again what a lost worker held") from None
+                    report(f"a Dask worker was lost with data this process sent it ({exc}); fitting again from the start")
+                    clear_fitted(self)
         except BaseException:
             clear_fitted(self)  # a failed fit leaves no fitted attributes behind
             raise
-        return self
+
+    def _fit_views(self, views, view_names: Sequence[str] | None, storage_options: dict | None,
+                   random_state: int | None, t0: float, report: Callable[[str], None]) -> None:
+        """fit's work once its parameters are checked."""
+        loaded = None  # views loaded on the workers (_load_on_workers)
+        from .store import is_lazy, view_inputs
+
+        inputs, names = view_inputs(views, view_names, storage_options)
+        input_names = names
+        anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
+        if self.cache is not None and not anchor:
+            raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
+                             f"embedding='anchor' (or 'auto' above {EXACT_MAX_SAMPLES} samples)")
+        stored = hasattr(inputs, "read_view")
+        lazy = stored or any(is_lazy(X) for X in inputs)
+        if anchor and lazy:  # read chunk by chunk by the chain's tasks, their values checked there
+            views, n_views = inputs, inputs.n_views if stored else len(inputs)
+            kept = list(range(n_views))
+        elif lazy:  # kNN graphs: each view loaded and checked by a task on a worker
+            report(f"reading the views: one Dask task per view{' (from the store)' * stored}")
+            loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
+            n_views = len(loaded)
+        else:
+            n_views, (views, kept) = len(inputs), informative_views(inputs, self.n_clusters, names,
+                                                                    float32=anchor)
+        names = kept_names(names, kept, n_views)
+        # one metric per kept view: a view left out takes its entry of a per-view list with it
+        metric = self.metric if isinstance(self.metric, str) else [metric_list(self.metric, n_views)[p]
+                                                                    for p in kept]
+        if not anchor:
+            if loaded is not None:
+                graph_inputs = _facts_inputs([loaded[p] for p in kept], [facts[p] for p in kept],
+                                             self.n_clusters, self.n_neighbors, metric, names)
+            else:
+                views, k, N, metrics = resolve_graph_inputs(views, self.n_clusters, self.n_neighbors, metric,
+                                                            names)
+                # each view goes to the workers once, by scatter when a distributed client runs
+                graph_inputs = _GraphInputs([scattered(X) for X in views], views, views[0].shape[0], k, N,
+                                            metrics)
+        if self.fusion == "early":
+            self._fit_early(graph_inputs, names, random_state, t0)
+        elif anchor:
+            kept = [kept[p] for p in self._fit_anchor(views, names, metric, random_state, t0, report,
+                                                      storage_options)]
+            self._finish_fit()
+        else:
+            self._fit_late(graph_inputs, names, random_state, t0, report)
+            if self.n_neighbors is None:
+                self._refit_for_cluster_sizes(graph_inputs, names, random_state, report)
+            if self._refines():
+                self._refine_labels(report)
+            warn_isolated_rows(readout(self.embedding_, self.fusion_target_, self.n_clusters))
+            self._finish_fit()
+        self._expand_to_input_views(np.array(kept), n_views)
+        self.n_features_in_ = _n_features(inputs)  # of every input view, once they are known valid
+        self.view_names_ = input_names
 
     def _fit_anchor(self, views, names: list[str] | None, metric: str | list[str], random_state: int | None, t0: float,
                     report: Callable[[str], None], storage_options: dict | None) -> list[int]:

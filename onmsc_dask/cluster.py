@@ -11,8 +11,9 @@ from typing import Any
 #: view's chunk scan sat behind the pixels' k-means for 1.5 s)
 SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
 
-#: workers that hold each scattered value: a worker lost mid-fit leaves a copy for the scheduler to use
-REPLICAS = 2
+#: sends of one value to the workers when a worker is lost meanwhile (cluster.scattered), and fits of in-memory
+#: data when a worker is lost with what it was sent (ONMSC.fit)
+SEND_ATTEMPTS = FIT_ATTEMPTS = 3
 
 
 def active_client() -> Any:
@@ -37,15 +38,41 @@ def persisted(tasks: list) -> list:
     return list(dask.compute(*tasks)) if client is None else client.compute(tasks)
 
 
-def scattered(value: Any, broadcast: bool = False) -> Any:
-    """`value` scattered to the workers of the running distributed client (to every worker with `broadcast`, else
-    to REPLICAS of them), as a Future that tasks take as an argument; `value` itself when no distributed client is
-    the active scheduler (the local schedulers share memory and serialise no graph). A list is scattered as a list
-    of Futures, one per item."""
+def scattered(value: Any) -> Any:
+    """`value` sent to the workers of the running distributed client, as a Future that tasks take as an argument;
+    `value` itself when no distributed client is the active scheduler (the local schedulers share memory and
+    serialise no graph). A list is scattered as a list of Futures, one per item. One copy each: the scheduler's
+    replication (and so a broadcast) waits forever for a worker lost meanwhile, blocking every later one. A worker
+    lost while the value is sent makes it send again to the workers left (SEND_ATTEMPTS); one lost later with what
+    it held fails the computations that need it (lost_data), which ONMSC.fit then runs again from the start."""
+    import time
+
     client = active_client()
     if client is None:
         return value
-    future = client.scatter(value, broadcast=broadcast, hash=False)  # a fresh key: no release of an equal earlier one
-    if not broadcast:
-        client.replicate(future if isinstance(future, list) else [future], n=REPLICAS)
-    return future
+    for attempt in range(1, SEND_ATTEMPTS + 1):
+        try:
+            return client.scatter(value, hash=False)  # a fresh key: no release of an equal earlier one
+        except OSError as exc:  # distributed's CommClosedError: the worker went away while the data went to it
+            if attempt == SEND_ATTEMPTS:
+                raise WorkersLost(f"Dask workers were lost while this process sent them data, {attempt} times ({exc});"
+                                  " run again once the cluster is steady") from None
+            time.sleep(attempt)  # until the scheduler has removed the lost worker
+
+
+class WorkersLost(RuntimeError):
+    """Dask workers were lost with data sent to them, every time it was sent (SEND_ATTEMPTS, FIT_ATTEMPTS)."""
+
+
+#: the reasons distributed gives for a computation cancelled because an input it needed was lost with a worker
+LOST_DATA_REASONS = ("lost dependencies", "already forgotten")
+
+
+def lost_data(exc: BaseException) -> bool:
+    """Whether `exc` is distributed's report that a computation lost an input held only by a lost worker (data
+    this process scattered cannot be recomputed); not a lost scheduler."""
+    try:
+        from distributed.client import FutureCancelledError
+    except ImportError:
+        return False
+    return isinstance(exc, FutureCancelledError) and exc.reason in LOST_DATA_REASONS

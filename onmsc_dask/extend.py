@@ -265,7 +265,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
-        shared = scattered(ext, broadcast=True)
+        shared = scattered(ext)
         parts = [da.from_delayed(dask.delayed(_store_rows, pure=True)(views.location, shared, method, s, e),
                                  (e - s,) if method == "predict" else (e - s, width),
                                  np.int64 if method == "predict" else np.float64) for s, e in views.row_chunks(0)]
@@ -278,7 +278,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = [X.rechunk((rows, -1)) for X in views]
         kwargs = dict(drop_axis=1, dtype=np.int64) if method == "predict" else dict(chunks=(rows, (width,)),
                                                                                      dtype=np.float64)
-        return da.map_blocks(partial(_block, names=names), scattered(ext, broadcast=True), method, *views,
+        return da.map_blocks(partial(_block, names=names), scattered(ext), method, *views,
                              meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
     n, threads = views[0].shape[0], _threads()
     if not n:

@@ -521,11 +521,12 @@ def _nearest_block(X, L, L32: np.ndarray | None, sq_norms: np.ndarray, r: int) -
     else:
         X32 = np.asarray(X, np.float32)
         if r < m:
-            scores = X32 @ L32.T
-            scores += sq_norms.astype(np.float32)
-            ind, values = _smallest(scores, r + 1)
-            error = float32_score_error(np.einsum("nd,nd->n", X32, X32), sq_norms, X.shape[1])
-            ind, redo = ind[:, :r], np.flatnonzero(~(values[:, r] - values[:, r - 1] > 2 * error))
+            with np.errstate(over="ignore", invalid="ignore"):  # rows float32 cannot score exactly enough are redone
+                scores = X32 @ L32.T
+                scores += sq_norms.astype(np.float32)
+                ind, values = _smallest(scores, r + 1)
+                error = float32_score_error(np.einsum("nd,nd->n", X32, X32), sq_norms, X.shape[1])
+                ind, redo = ind[:, :r], np.flatnonzero(~(values[:, r] - values[:, r - 1] > 2 * error))
             if redo.size:
                 ind[redo] = _smallest(sq_norms - 2 * (np.asarray(X[redo], np.float64) @ L.T), r)[0]
         else:

@@ -295,10 +295,10 @@ class _Run:
         return out
 
     def result(self, stage: str, name: str) -> Any:
-        """A stage result as a task input: read from the store by a task (a new key each run), or sent to every
-        worker once."""
+        """A stage result as a task input: read from the store by a task (a new key each run), or sent to the
+        workers once (cluster.scattered)."""
         if isinstance(self.results, InMemory):
-            return scattered(self.results.read_result(stage, name), broadcast=True)
+            return scattered(self.results.read_result(stage, name))
         return dask.delayed(_stored, pure=False)(self.results.location, stage, name)
 
     @property

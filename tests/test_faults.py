@@ -143,14 +143,49 @@ def data(tmp_path):
     return tmp_path / "d.npz", labels
 
 
-def _main_in_thread(argv: list[str], limit: float = 150.0) -> int:
-    """main(argv) in a thread; fails when it has not returned after `limit` seconds (it used to wait forever)."""
+def _in_thread(call, limit: float = 150.0):
+    """call() in a thread; fails when it has not returned after `limit` seconds (it used to wait forever)."""
     out = {}
-    thread = threading.Thread(target=lambda: out.update(code=main(argv)), daemon=True)
+    thread = threading.Thread(target=lambda: out.update(value=call()), daemon=True)
     thread.start()
     thread.join(limit)
-    assert not thread.is_alive(), f"onmsc-dask run still waiting after {limit:g} s"
-    return out["code"]
+    assert not thread.is_alive(), f"still waiting after {limit:g} s"
+    return out["value"]
+
+
+def _main_in_thread(argv: list[str], limit: float = 150.0) -> int:
+    """main(argv) (onmsc-dask run) in a thread, as _in_thread."""
+    return _in_thread(lambda: main(argv), limit)
+
+
+@pytest.mark.parametrize("line, embedding", [("stage 1/5 landmarks ...", "anchor"),
+                                             ("stage 2/5 anchor_graph ...", "anchor"),
+                                             ("stage 3/5 embeddings ...", "anchor"),
+                                             ("graphs and embeddings:", "exact")],
+                         ids=["landmarks", "anchor_graph", "embeddings", "exact"])
+def test_a_worker_lost_with_data_sent_from_memory_gives_the_same_labels(cluster, line, embedding):
+    """An in-memory fit sends its views' row chunks and stage results to the workers, with no store to read them
+    again: a worker SIGKILLed as a stage starts left fit waiting forever in the scheduler's replication, or ended
+    it in a CommClosedError traceback. Now the data is sent again to the workers left, or the fit starts again
+    (saying so), and gives the labels of an undisturbed fit."""
+    from onmsc_dask import ONMSC
+
+    views, _ = _views()
+    params = dict(embedding=embedding, n_landmarks=60, random_state=0, n_init=3)
+    with dask.config.set(scheduler="sync"):
+        expected = ONMSC(10, **params).fit(views).labels_
+    lines = []
+
+    def progress(text: str) -> None:
+        lines.append(text)
+        if line in text and sum(line in seen for seen in lines) == 1:
+            os.kill(pid, signal.SIGKILL)
+
+    with Client(cluster.address, timeout="60s") as client:
+        pid = next(iter(client.run(os.getpid).values()))
+        labels = _in_thread(lambda: ONMSC(10, **params).fit(views, progress=progress).labels_)
+        assert pid not in client.run(os.getpid).values()  # the worker was killed
+    np.testing.assert_array_equal(labels, expected)
 
 
 def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cluster, data, monkeypatch, capsys):
