@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -411,6 +411,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
         clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
+        if isinstance(views, Iterator):
+            views = list(views)  # read again if the fit starts again after a lost worker
         try:
             for attempt in range(1, FIT_ATTEMPTS + 1):
                 try:

@@ -50,10 +50,12 @@ def scattered(value: Any) -> Any:
     client = active_client()
     if client is None:
         return value
+    from distributed.comm.core import CommClosedError
+
     for attempt in range(1, SEND_ATTEMPTS + 1):
         try:
             return client.scatter(value, hash=False)  # a fresh key: no release of an equal earlier one
-        except OSError as exc:  # distributed's CommClosedError: the worker went away while the data went to it
+        except CommClosedError as exc:  # the worker went away while the data went to it
             if attempt == SEND_ATTEMPTS:
                 raise WorkersLost(f"Dask workers were lost while this process sent them data, {attempt} times ({exc});"
                                   " run again once the cluster is steady") from None

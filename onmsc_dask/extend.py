@@ -23,7 +23,7 @@ from .assign import normalize_rows
 from .cluster import scattered
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
-from .validation import (check_finite, check_known_shape, check_landmarks, check_same_rows, check_scale,
+from .validation import (SCALE_EXPONENT, check_finite, check_known_shape, check_landmarks, check_same_rows,
                          numeric_objects, rows_where, view_label, view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
@@ -220,8 +220,8 @@ def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None,
 
 
 def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: int) -> None:
-    """New rows (blocks starting at ``first_row`` of the input; None for a view not read) are finite, of a magnitude
-    the fit takes (validation.check_scale), and non-negative in a view fitted with the ``counts`` metric (log(1 + count) of a negative value is NaN or -inf: the
+    """New rows (blocks starting at ``first_row`` of the input; None for a view not read) are finite, below the
+    magnitude where squared distances overflow (validation.SCALE_EXPONENT), and non-negative in a view fitted with the ``counts`` metric (log(1 + count) of a negative value is NaN or -inf: the
     rows' labels would be silently arbitrary)."""
     for p, X in enumerate(blocks):
         if X is None:
@@ -229,9 +229,13 @@ def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: in
         label = view_label(p, names)
         check_finite(X, label, first_row)
         values = X.data if sp.issparse(X) else np.asarray(X)
-        check_scale(float(np.abs(values).max()) if values.size else 0.0, label)
+        top = float(np.abs(values).max()) if values.size else 0.0
+        if top > 2.0**SCALE_EXPONENT:
+            raise ValueError(f"{label}: new rows reach {top:.3g} (e.g. in rows "
+                             f"{(rows_where(X, np.abs(values) > 2.0**SCALE_EXPONENT)[:5] + first_row).tolist()}), "
+                             f"beyond 2**{SCALE_EXPONENT}, where squared distances overflow; a fit refuses such a view")
         if ext.views[p] is not None and ext.views[p].metric == "counts":
-            negative = rows_where(X, (X.data if sp.issparse(X) else np.asarray(X)) < 0)
+            negative = rows_where(X, values < 0)
             if negative.size:
                 raise ValueError(f"{label}: has negative values (e.g. in rows {(negative[:5] + first_row).tolist()}), "
                                  "but the fitted view's metric 'counts' (cosine on log(1 + count)) needs counts of "

@@ -43,8 +43,8 @@ from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_ro
                        eigvecs_from_factor, fix_signs)
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, ConstantViewError, check_finite, check_int, check_n_distinct,
-                         check_not_constant, check_scale, column_range, fit_seeds, n_distinct, row_ids, row_keys, view_label,
-                         warn_zero_rows, zero_rows)
+                         check_not_constant, check_scale, column_range, fit_seeds, largest_magnitude, n_distinct,
+                         row_ids, row_keys, view_label, warn_zero_rows, zero_rows)
 
 __all__ = ["ConstantViews", "OutOfCoreResult", "fit_store", "run_chain", "stage_parameters", "STAGES"]
 
@@ -161,8 +161,7 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tup
         check_not_constant(spread, rows, label)
     except ConstantViewError as exc:
         return str(exc)
-    check_scale(max(max(np.abs(s.col_min).max(), np.abs(s.col_max).max()) for s in summaries), label,
-                summaries[0].dtype, stored=True)
+    check_scale(max(largest_magnitude(s.col_min, s.col_max) for s in summaries), label, summaries[0].dtype)
     resolved = metric_from_values(metric, min(s.min_value for s in summaries),
                                   sum(s.zero_fraction * s.rows for s in summaries) / rows,
                                   all(s.integer for s in summaries), spread.size, label)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -128,9 +129,9 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
     check_finite(X, label)
     col_min, col_max = column_range(X)
     check_not_constant(col_max - col_min, n, label)
-    top = max(np.abs(col_min).max(), np.abs(col_max).max())
+    top = largest_magnitude(col_min, col_max)
     if X.dtype == np.float32 and not within_scale(top, X.dtype):
-        X = X.astype(np.float64)  # float64 holds its squared distances
+        X = X.astype(np.float64)  # in memory, float64 holds its squared distances
     check_scale(top, label, X.dtype)
     return X
 
@@ -143,14 +144,18 @@ def _object_kind(value: Any) -> int:
 
 
 def _text_hint(texts: np.ndarray) -> str:
-    """How to make a view of these texts numeric: X.astype(float) when every one reads as a number, else encode the
-    categories."""
+    """How to make a view of these texts numeric: X.astype(float) when every one reads as a number, a number parser
+    when they are numbers with blanks or decimal commas, else encode the categories."""
     try:
         np.asarray(texts).astype(float)
         return " (numbers read as text: convert them with X.astype(float))"
     except (TypeError, ValueError):
-        return (" (categories: encode them as numbers first, e.g. pandas.get_dummies(table) for one 0/1 column per "
-                "category)")
+        pass
+    sample = [str(t).strip() for t in np.asarray(texts).ravel()[:1000]]
+    if all(re.fullmatch(r"[-+]?[0-9.,]*([eE][-+]?[0-9]+)?", t) for t in sample):
+        return (" (numbers read as text, with blanks or decimal commas: parse them with pandas.to_numeric, or read the "
+                "file with decimal=','; blanks become NaN, to impute or drop)")
+    return " (categories: encode them as numbers first, e.g. pandas.get_dummies(table) for one 0/1 column per category)"
 
 
 def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
@@ -171,30 +176,31 @@ def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
 
 
 #: a view's largest magnitude must lie within 2**+-SCALE_EXPONENT, or its squared distances overflow or underflow;
-#: within 2**+-FLOAT32_SCALE_EXPONENT for float32 values (the anchor chain keeps float32 views float32)
-SCALE_EXPONENT, FLOAT32_SCALE_EXPONENT = 100, 40
+#: within 2**+-FLOAT32_SCALE_EXPONENT for float32 values, which the anchor chain keeps float32 (out of core, float32
+#: views at 1e19 gave ACC 0.5 and at 1e-25 0.38; in memory such a view is fitted in float64)
+SCALE_EXPONENT, FLOAT32_SCALE_EXPONENT = 100, 50
 
 
-def scale_exponent(dtype) -> int:
-    return FLOAT32_SCALE_EXPONENT if np.dtype(dtype) == np.float32 else SCALE_EXPONENT
+def largest_magnitude(col_min: np.ndarray, col_max: np.ndarray) -> float:
+    """The largest |value| of a view from its column_range."""
+    return float(max(np.abs(col_min).max(), np.abs(col_max).max()))
 
 
 def within_scale(top: float, dtype) -> bool:
-    """Whether a largest magnitude `top` (0 for an all-zero view) lies within 2**+-scale_exponent(dtype)."""
-    e = scale_exponent(dtype)
+    """Whether a largest magnitude `top` (0 for an all-zero view) is one whose squared distances `dtype` holds."""
+    e = FLOAT32_SCALE_EXPONENT if np.dtype(dtype) == np.float32 else SCALE_EXPONENT
     return not top or 2.0**-e <= top <= 2.0**e
 
 
-def check_scale(top: float, label: str, dtype=np.float64, stored: bool = False) -> None:
-    """Raise naming `label` when the view's largest magnitude `top` is beyond within_scale's bounds for its
-    `dtype` (``stored``: a store's view, read chunk by chunk). A rescaled view would cluster alike, but predict
-    could not know the factor for new rows, so the user scales it."""
+def check_scale(top: float, label: str, dtype=np.float64) -> None:
+    """Raise naming `label` when the view's largest magnitude `top` is beyond within_scale's bounds for its `dtype`.
+    A rescaled view would cluster alike, but predict could not know the factor for new rows, so the user scales it."""
     if not within_scale(top, dtype):
-        e, f32 = scale_exponent(dtype), np.dtype(dtype) == np.float32
-        raise ValueError(f"{label}: its largest magnitude is {top:.3g}, beyond 2**+-{e}"
-                         f"{' (float32 values)' * f32}, where squared distances overflow or underflow; multiply the "
-                         "view by a constant (the clustering does not depend on its scale)"
-                         f"{' before writing the store' * stored}{', or store it as float64' * (stored and f32)}")
+        f32 = np.dtype(dtype) == np.float32
+        bound = f"2**+-{FLOAT32_SCALE_EXPONENT} (float32 values)" if f32 else f"2**+-{SCALE_EXPONENT}"
+        raise ValueError(f"{label}: its largest magnitude is {top:.3g}, beyond {bound}, where squared distances "
+                         "overflow or underflow; multiply the view by a constant (the clustering does not depend on "
+                         f"its scale){', or give it as float64 values' * f32}")
 
 
 def rows_where(X, mask: np.ndarray) -> np.ndarray:

@@ -335,3 +335,77 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, data, how):
     third = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert third.returncode == 0 and "replacing the previous run's store" in third.stderr
     assert "stage 1/5 landmarks computed" in third.stderr
+
+
+@pytest.mark.parametrize("fails, reason", [(1, "lost dependencies"), (3, "lost dependencies"),
+                                           (1, "scheduler-connection-lost")])
+def test_a_fit_starts_again_only_when_a_lost_worker_took_data(monkeypatch, fails, reason):
+    """ONMSC.fit starts again, saying so, when a computation lost data only a lost worker held (cluster.lost_data),
+    and after FIT_ATTEMPTS fits raises one WorkersLost; a lost scheduler is no such loss and ends the fit as it is."""
+    from distributed.client import FutureCancelledError
+
+    from onmsc_dask import ONMSC, api, cluster
+
+    views, _ = _views(300)
+    with dask.config.set(scheduler="sync"):
+        expected = ONMSC(10, random_state=0).fit(views).labels_
+    real, calls, lines = api.ONMSC._fit_views, [], []
+
+    def losing(self, *args):
+        calls.append(1)
+        if len(calls) <= fails:
+            raise FutureCancelledError("getitem-1", reason)
+        return real(self, *args)
+
+    monkeypatch.setattr(api.ONMSC, "_fit_views", losing)
+    model = ONMSC(10, random_state=0)
+    with dask.config.set(scheduler="sync"):
+        if reason != "lost dependencies":
+            with pytest.raises(FutureCancelledError, match=reason):
+                model.fit(views, progress=lines.append)
+            assert len(calls) == 1 and not lines
+        elif fails >= cluster.FIT_ATTEMPTS:
+            with pytest.raises(cluster.WorkersLost, match=r"^Dask workers were lost with data this process sent them, "
+                                                          r"3 times \(getitem-1 cancelled for reason: lost dependencies"
+                                                          r"\.\); fit again once the cluster is steady, or fit from a "
+                                                          r"store \(cache=\.\.\.\)"):
+                model.fit(views, progress=lines.append)
+            assert len(calls) == 3 and not hasattr(model, "labels_")
+        else:
+            np.testing.assert_array_equal(model.fit(views, progress=lines.append).labels_, expected)
+            assert lines[0] == ("a Dask worker was lost with data this process sent it (getitem-1 cancelled for "
+                                "reason: lost dependencies.); fitting again from the start")
+
+
+def test_data_sent_to_a_worker_that_goes_away_is_sent_again(monkeypatch):
+    """cluster.scattered sends again when the connection to a worker closes mid-send (CommClosedError), up to
+    SEND_ATTEMPTS times, then raises WorkersLost; any other error (no worker at all: a TimeoutError) is raised at
+    once, as distributed gives it."""
+    from distributed.comm.core import CommClosedError
+
+    from onmsc_dask import cluster
+
+    class Client:
+        def __init__(self, errors):
+            self.errors, self.calls = errors, 0
+
+        def scatter(self, value, hash):
+            self.calls += 1
+            if self.errors:
+                raise self.errors.pop(0)
+            return f"future of {value}"
+
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    flaky = Client([CommClosedError("Stream is closed"), CommClosedError("Stream is closed")])
+    monkeypatch.setattr(cluster, "active_client", lambda: flaky)
+    assert cluster.scattered("x") == "future of x" and flaky.calls == 3
+    lost = Client([CommClosedError("Stream is closed")] * 3)
+    monkeypatch.setattr(cluster, "active_client", lambda: lost)
+    with pytest.raises(cluster.WorkersLost, match=r"^Dask workers were lost while this process sent them data, 3 "
+                                                  r"times \(Stream is closed\); run again once the cluster is steady$"):
+        cluster.scattered("x")
+    none = Client([TimeoutError("No valid workers found")])
+    monkeypatch.setattr(cluster, "active_client", lambda: none)
+    with pytest.raises(TimeoutError, match="No valid workers found"):
+        cluster.scattered("x")
+    assert none.calls == 1
