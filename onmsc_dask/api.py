@@ -425,7 +425,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                         raise WorkersLost(f"Dask workers were lost with data this process sent them, {attempt} times "
                                           f"({exc}); fit again once the cluster is steady, or fit from a store "
                                           "(cache=...), whose tasks read again what a lost worker held") from None
-                    report(f"a Dask worker was lost with data this process sent it ({exc}); fitting again from the start")
+                    report(f"a Dask worker was lost with data this process sent it ({exc}); fitting again from the "
+                           "start")
                     clear_fitted(self)
         except BaseException:
             clear_fitted(self)  # a failed fit leaves no fitted attributes behind

@@ -221,8 +221,9 @@ def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None,
 
 def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: int) -> None:
     """New rows (blocks starting at ``first_row`` of the input; None for a view not read) are finite, below the
-    magnitude where squared distances overflow (validation.SCALE_EXPONENT), and non-negative in a view fitted with the ``counts`` metric (log(1 + count) of a negative value is NaN or -inf: the
-    rows' labels would be silently arbitrary)."""
+    magnitude where squared distances overflow (validation.SCALE_EXPONENT), and non-negative in a view fitted with
+    the ``counts`` metric (log(1 + count) of a negative value is NaN or -inf: the rows' labels would be silently
+    arbitrary)."""
     for p, X in enumerate(blocks):
         if X is None:
             continue
