@@ -13,7 +13,7 @@ EF alpha in {2^-2, 2^0, 2^2} x its "auto" value, N in {0.1, 0.5, 1} x n/k capped
 ``--full``: the paper's grid, lambda1, lambda2 (and EF alpha) in 2^-15, 2^-12, ..., 2^15 and
 N in {0.1, 0.2, ..., 1} x n/k (slow).  Seed 0 everywhere.
 
-    python bench/paper.py [--data-dir DIR] [--out-dir bench/results/paper] [--full]
+    python bench/paper.py [--data-dir DIR] [--sets A,B] [--out-dir bench/results/paper] [--full]
                           [--results-md bench/RESULTS.md | none]
 
 Writes ``paper.json`` and the plots to ``--out-dir`` and the tables into the "paper-*" blocks of bench/RESULTS.md.
@@ -295,12 +295,13 @@ def markdown(results: list[dict], full: bool) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--sets", type=lambda s: s.split(","), default=None, help="comma-separated subset of the sets")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results" / "paper")
     ap.add_argument("--full", action="store_true", help="the paper's full grid (slow)")
     ap.add_argument("--results-md", type=results_md_arg, default=RESULTS_MD,
                     help='markdown file whose "paper-*" blocks get the tables ("none": leave it alone)')
     args = ap.parse_args(argv)
-    files = dataset_files(args.data_dir)
+    files = dataset_files(args.data_dir, args.sets)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     results = [run_dataset(f, args.full, args.out_dir) for f in files]
@@ -310,7 +311,8 @@ def main(argv=None) -> int:
                        ("Order O (ONMSC-LF defaults)", "order"), ("Plots", "plots")]:
         print(f"\n### {title}\n\n{md[key]}")
     seconds = time.perf_counter() - t0
-    cmd = "python bench/paper.py" + (" --full" if args.full else "")
+    cmd = "python bench/paper.py" + (" --full" if args.full else "") + (f" --sets {','.join(args.sets)}" if args.sets
+                                                                        else "")
     (args.out_dir / "paper.json").write_text(json.dumps(_jsonable_deep({
         "command": cmd, "seed": SEED, "full_grid": args.full, "seconds": seconds,
         "onmsc_dask_version": getattr(onmsc_dask, "__version__", None), "python": platform.python_version(),

@@ -408,6 +408,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if (self.lambda1, self.lambda2, self.consensus_graph) != ("auto", "auto", "auto"):
                 raise ValueError("lambda1, lambda2 and consensus_graph apply to late fusion; early fusion's weight is "
                                  "alpha")
+        elif not (isinstance(self.alpha, str) and self.alpha == "auto"):
+            raise ValueError("alpha is early fusion's weight (fusion='early'); late fusion's are lambda1 and lambda2")
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
         clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
@@ -852,7 +854,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return self._extend(views, "predict", storage_options)
 
     def transform(self, views, storage_options: dict | None = None):
-        """H* of new samples (n_new x width; for the fitted samples ``embedding_``), computed as :meth:`predict`."""
+        """H* of new samples (n_new x width), computed as :meth:`predict`: on an anchor fit's own samples
+        ``embedding_`` (to 1e-8), on a kNN fit's an approximation of it (docs/predict.md)."""
         return self._extend(views, "transform", storage_options)
 
     def _extend(self, views, method: str, storage_options: dict | None):

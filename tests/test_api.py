@@ -975,6 +975,13 @@ def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_
     assert ("labels" if embedding == "anchor" else "refine") in refined.timings_
 
 
+def test_alpha_with_late_fusion_is_an_error(small_digits):
+    """alpha, early fusion's weight, was ignored without a word under late fusion."""
+    with pytest.raises(ValueError, match=r"^alpha is early fusion's weight \(fusion='early'\); late fusion's are "
+                                         r"lambda1 and lambda2$"):
+        ONMSC(10, alpha=3.0).fit(small_digits[0])
+
+
 def test_early_fusion_labels_are_not_refined(small_digits):
     views, _ = small_digits
     fits = [ONMSC(10, fusion="early", refine=r, random_state=0).fit(views) for r in (True, False)]
