@@ -415,24 +415,19 @@ class ONMSC(ClusterMixin, BaseEstimator):
         clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         if isinstance(views, Iterator):
             views = list(views)  # read again if the fit starts again after a lost worker
-        try:
-            for attempt in range(1, FIT_ATTEMPTS + 1):
-                try:
-                    self._fit_views(views, view_names, storage_options, random_state, t0, report)
-                    return self
-                except Exception as exc:
-                    if not lost_data(exc):
-                        raise
-                    if attempt == FIT_ATTEMPTS:
-                        raise WorkersLost(f"Dask workers were lost with data this process sent them, {attempt} times "
-                                          f"({exc}); fit again once the cluster is steady, or fit from a store "
-                                          "(cache=...), whose tasks read again what a lost worker held") from None
-                    report(f"a Dask worker was lost with data this process sent it ({exc}); fitting again from the "
-                           "start")
-                    clear_fitted(self)
-        except BaseException:
-            clear_fitted(self)  # a failed fit leaves no fitted attributes behind
-            raise
+        for attempt in range(1, FIT_ATTEMPTS + 1):
+            try:
+                self._fit_views(views, view_names, storage_options, random_state, t0, report)
+                return self
+            except BaseException as exc:
+                clear_fitted(self)  # a failed fit leaves no fitted attributes behind
+                if not lost_data(exc):
+                    raise
+                if attempt == FIT_ATTEMPTS:
+                    raise WorkersLost(f"Dask workers were lost with data this process sent them, {attempt} times "
+                                      f"({exc}); fit again once the cluster is steady, or fit from a store "
+                                      "(cache=...), whose tasks read again what a lost worker held") from None
+                report(f"a Dask worker was lost with data this process sent it ({exc}); fitting again from the start")
 
     def _fit_views(self, views, view_names: Sequence[str] | None, storage_options: dict | None,
                    random_state: int | None, t0: float, report: Callable[[str], None]) -> None:
