@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, mean_normalized_cut, readout, refine_labels, warn_isolated_rows
-from .cluster import FIT_ATTEMPTS, WorkersLost, lost_data, persisted, scattered
+from .cluster import again_on_lost_data, persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_components, rank_consensus_affinity,
@@ -131,20 +131,16 @@ def _same_location(store, cache, storage_options: dict | None) -> bool:
 
 def cache_store(cache, views, names: list[str] | None, storage_options: dict | None = None):
     """The MultiViewStore ``cache`` (a store, path or URL) holding ``views``: the input store itself when it is the
-    cache; else the cache when it was made from the same input (metadata "input": dask.base.tokenize of the views,
-    or of a store's location and content_id), else the views written to it first (a local store's copied, a URL
+    cache; else the cache when it was made from the same input (metadata "input": _input_token), else the views written to it first (a local store's copied, a URL
     store's written from its dask views). Only an empty path or a cache made this way is replaced: any other
     store or file there is an error, never overwritten. ``storage_options`` are the input's, and the cache's too
     when it is a URL."""
-    from dask.base import tokenize
-
     from .location import Location, is_url, location
     from .store import MultiViewStore
 
     if hasattr(views, "read_view") and _same_location(views, cache, storage_options):
         return views
-    token = (tokenize(str(views.location), views.content_id) if hasattr(views, "read_view")
-             else tokenize(*views))
+    token = _input_token(views)
     options = storage_options if is_url(cache) else None
     if isinstance(cache, MultiViewStore):
         existing, where = cache, cache.path
@@ -171,6 +167,23 @@ def cache_store(cache, views, names: list[str] | None, storage_options: dict | N
     else:
         y = None
     return MultiViewStore.create(where, views, y, view_names=names, metadata={"input": token}, overwrite=True)
+
+
+def _input_token(views) -> str:
+    """What identifies fit's input in its cache: a store's location and content_id, the values of numpy and sparse
+    views (dask.base.tokenize), and of each chunk of a dask view, read where it lives (a dask array's name need not
+    change with the data it reads: da.from_zarr's is that of the path)."""
+    from dask.base import tokenize
+
+    from .store import is_lazy
+
+    if hasattr(views, "read_view"):
+        return tokenize(str(views.location), views.content_id)
+    lazy = [i for i, X in enumerate(views) if is_lazy(X)]
+    chunks = dask.compute(*[[dask.delayed(tokenize, pure=True)(block) for block in views[i].to_delayed().ravel()]
+                            for i in lazy])
+    return tokenize(*[(X.shape, X.dtype, X.chunks, chunks[lazy.index(i)]) if i in lazy else X
+                      for i, X in enumerate(views)])
 
 
 @dataclass
@@ -415,19 +428,17 @@ class ONMSC(ClusterMixin, BaseEstimator):
         clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         if isinstance(views, Iterator):
             views = list(views)  # read again if the fit starts again after a lost worker
-        for attempt in range(1, FIT_ATTEMPTS + 1):
+
+        def attempt() -> ONMSC:
             try:
                 self._fit_views(views, view_names, storage_options, random_state, t0, report)
                 return self
-            except BaseException as exc:
+            except BaseException:
                 clear_fitted(self)  # a failed fit leaves no fitted attributes behind
-                if not lost_data(exc):
-                    raise
-                if attempt == FIT_ATTEMPTS:
-                    raise WorkersLost(f"Dask workers were lost with data this process sent them, {attempt} times "
-                                      f"({exc}); fit again once the cluster is steady, or fit from a store "
-                                      "(cache=...), whose tasks read again what a lost worker held") from None
-                report(f"a Dask worker was lost with data this process sent it ({exc}); fitting again from the start")
+                raise
+
+        return again_on_lost_data(attempt, "fitting", "fit again once the cluster is steady, or fit from a store "
+                                  "(cache=...), whose tasks read again what a lost worker held", report)
 
     def _fit_views(self, views, view_names: Sequence[str] | None, storage_options: dict | None,
                    random_state: int | None, t0: float, report: Callable[[str], None]) -> None:

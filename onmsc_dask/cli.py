@@ -296,6 +296,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
     from .location import location
 
     _check_data(args)
+    _check_out(args)
     url = _url(args)
     if args.storage_options is not None and url is None:
         raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
@@ -304,6 +305,27 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--view-names is not used with a store: {given} keeps its own view names")
     if url is not None:
         location(url, args.storage_options).filesystem()
+
+
+#: what a run writes into --out
+OUTPUTS = ("views.zarr", "report.json", "report.html", "convergence.png", "labels.npy", "labels.csv")
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """--out neither holds an input under a name the run writes (but DIR/views.zarr given as --data, which the run
+    uses as it is) nor lies inside an input directory or store (the run would change the input it is given)."""
+    out = args.out.resolve()
+    given = _given_store(args)
+    for path in [*(args.data or []), *([args.labels] if args.labels is not None else [])]:
+        if not isinstance(path, Path):  # a URL
+            continue
+        source = path.resolve()
+        if source.parent == out and source.name in OUTPUTS and not (path == given and source.name == "views.zarr"):
+            raise ValueError(f"--out {args.out} holds the input {path}, which the run would overwrite with its "
+                             f"{source.name}; give another --out")
+        if source.is_dir() and (source == out or source in out.parents):
+            raise ValueError(f"--out {args.out} is inside the input {path}, which the run would change; give an --out "
+                             "outside it")
 
 
 def _given_store(args: argparse.Namespace) -> Path | None:
@@ -322,13 +344,15 @@ def _url(args: argparse.Namespace) -> str | None:
 def _input_files(args: argparse.Namespace) -> dict:
     """What identifies the run's input: the built-in data set's name, or the path, size and modification time of
     every input file (of every file of a store or directory, but a store's stages), and the CRC-32 of each file given
-    itself (a file replaced by one of the same size with its old modification time, as `cp -p` restores one)."""
+    itself (a file replaced by one of the same size with its old modification time, as `cp -p` restores one); and
+    --view-names, which the store holds."""
     import fsspec
 
     from .store import crc32
 
+    names = {} if args.view_names is None else {"view_names": list(args.view_names)}
     if not args.data:
-        return {"dataset": args.dataset or "digits"}
+        return {"dataset": args.dataset or "digits", **names}
 
     def stat(path: Path) -> list[int]:
         st = path.stat()
@@ -338,7 +362,7 @@ def _input_files(args: argparse.Namespace) -> dict:
     return {str(p.resolve()): [*stat(p), crc32(local, str(p))] if p.is_file() else
             {str(f.relative_to(p)): stat(f) for f in sorted(p.rglob("*"))
              if f.is_file() and f.relative_to(p).parts[0] != "stages"}
-            for p in [*args.data, *([args.labels] if args.labels is not None else [])]}
+            for p in [*args.data, *([args.labels] if args.labels is not None else [])]} | names
 
 
 #: _previous_store's reason for a DIR/views.zarr that does not open
@@ -547,12 +571,13 @@ def one_line(exc: BaseException) -> str:
 
 @contextmanager
 def quiet_client_log() -> Iterator[None]:
-    """distributed.client's and asyncio's logged errors silenced: a lost scheduler or an interrupted run then ends in
-    the one-line error of the caller, not also in the client's logged reconnect tracebacks or asyncio's "Task
-    exception was never retrieved" of the client's abandoned waits."""
+    """distributed.client's, in-process workers' task states' and asyncio's logged errors silenced: a lost scheduler
+    or an interrupted run then ends in the one-line error of the caller, not also in the client's logged reconnect
+    tracebacks, a worker thread's "Async instruction … ended with CancelledError" or asyncio's "Task exception was
+    never retrieved" of the client's abandoned waits."""
     import distributed  # noqa: F401 - importing it sets its loggers' levels, which would undo ours
 
-    logs = [logging.getLogger(name) for name in ("distributed.client", "asyncio")]
+    logs = [logging.getLogger(name) for name in ("distributed.client", "distributed.worker.state_machine", "asyncio")]
     levels = [log.level for log in logs]
     for log in logs:
         log.setLevel(logging.CRITICAL)

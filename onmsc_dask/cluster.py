@@ -2,7 +2,9 @@
 tasks, kept on the workers; and the scheduler settings of the LocalClusters onmsc-dask starts."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 
 #: the scheduler settings of the LocalClusters onmsc-dask starts (cluster_configs/dask.yaml has them for others): one
@@ -11,8 +13,8 @@ from typing import Any
 #: view's chunk scan sat behind the pixels' k-means for 1.5 s)
 SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
 
-#: sends of one value to the workers when a worker is lost meanwhile (cluster.scattered), and fits of in-memory
-#: data when a worker is lost with what it was sent (ONMSC.fit)
+#: sends of one value to the workers when a worker is lost meanwhile (cluster.scattered), and runs of a computation
+#: (ONMSC.fit, predict and transform) when a worker is lost with what it was sent (again_on_lost_data)
 SEND_ATTEMPTS = FIT_ATTEMPTS = 3
 
 
@@ -78,3 +80,20 @@ def lost_data(exc: BaseException) -> bool:
     except ImportError:
         return False
     return isinstance(exc, FutureCancelledError) and exc.reason in LOST_DATA_REASONS
+
+
+def again_on_lost_data(run: Callable[[], T], action: str, hint: str,
+                       report: Callable[[str], None] = lambda line: None) -> T:
+    """run(), which sends its data to the workers itself, run again (saying so: "…; `action` again from the start")
+    when a worker was lost with data only it held (lost_data); after FIT_ATTEMPTS runs one WorkersLost ending in
+    `hint`."""
+    for attempt in range(1, FIT_ATTEMPTS + 1):
+        try:
+            return run()
+        except BaseException as exc:
+            if not lost_data(exc):
+                raise
+            if attempt == FIT_ATTEMPTS:
+                raise WorkersLost(f"Dask workers were lost with data this process sent them, {attempt} times ({exc});"
+                                  f" {hint}") from None
+            report(f"a Dask worker was lost with data this process sent it ({exc}); {action} again from the start")

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from .assign import normalize_rows
-from .cluster import scattered
+from .cluster import again_on_lost_data, scattered
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
 from .validation import (SCALE_EXPONENT, check_finite, check_known_shape, check_landmarks, check_same_rows,
@@ -253,13 +253,24 @@ def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.
     return getattr(ext, method)(blocks)
 
 
+def _stored_rows(ext: Extension, store, method: str) -> np.ndarray:
+    """``method`` of a MultiViewStore's rows, one task per stored row chunk, with ``ext`` sent to the workers."""
+    import dask
+    import dask.array as da
+
+    shared, width = scattered(ext), ext.to_embedding.shape[0]
+    return da.concatenate([da.from_delayed(dask.delayed(_store_rows, pure=True)(store.location, shared, method, s, e),
+                                           (e - s,) if method == "predict" else (e - s, width),
+                                           np.int64 if method == "predict" else np.float64)
+                           for s, e in store.row_chunks(0)]).compute()
+
+
 def apply(ext: Extension, views, method: str, n_features: list[int], names: list[str] | None = None,
           storage_options: dict | None = None):
     """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out; row blocks on one thread per
-    core), dask arrays (dask out,
-    computed chunk by chunk, row-chunked like the first view), or a MultiViewStore, its path or URL (numpy out,
-    each stored row chunk read and mapped by one task)."""
-    import dask
+    core), dask arrays (dask out, computed chunk by chunk, row-chunked like the first view; under a distributed
+    client, computing it after a worker was lost with the model raises FutureCancelledError), or a MultiViewStore,
+    its path or URL (numpy out, each stored row chunk read and mapped by one task; run again after such a loss)."""
     import dask.array as da
 
     from .location import Location
@@ -270,11 +281,8 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
-        shared = scattered(ext)
-        parts = [da.from_delayed(dask.delayed(_store_rows, pure=True)(views.location, shared, method, s, e),
-                                 (e - s,) if method == "predict" else (e - s, width),
-                                 np.int64 if method == "predict" else np.float64) for s, e in views.row_chunks(0)]
-        return da.concatenate(parts).compute()
+        return again_on_lost_data(partial(_stored_rows, ext, views, method), method,
+                                  f"call {method} again once the cluster is steady")
     views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
                          for X in view_list(views, names)], n_features, names)
     if any(isinstance(X, da.Array) for X in views):

@@ -693,18 +693,23 @@ def _prepare_target(path: Path, overwrite: bool) -> None:
         raise FileExistsError(f"{path} exists and is not a zarr store; refusing to overwrite it")
 
 
+#: the suffix of the store being written before it replaces the one at its path (_write_then_replace)
+PARTIAL = ".onmsc-dask-partial"
+
+
 def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], None]) -> None:
-    """Run `write` on `path`.partial, then replace `path` with it; on failure remove it and leave `path` as it was
-    (no half-written store opens, and the inputs of `write` may be read from `path`)."""
+    """Run `write` on `path`.onmsc-dask-partial, then replace `path` with it; on failure remove it and leave `path` as
+    it was (no half-written store opens, and the inputs of `write` may be read from `path`). Only names no user picks
+    are removed (a user's `path`.old or `path`.partial used to be)."""
     _prepare_target(path, overwrite)
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(path.name + PARTIAL)
     shutil.rmtree(partial, ignore_errors=True)
     try:
         write(partial)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    old = path.with_name(path.name + ".old")  # renames only: the old store is whole until the new one is in place
+    old = path.with_name(path.name + ".onmsc-dask-old")  # renames only: the old store is whole until the new one is in place
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():
         path.rename(old)
@@ -734,8 +739,8 @@ def _open_group(path: Path | Location, mode: str) -> zarr.Group:
 
 
 def _write_then_replace_url(target: Location, overwrite: bool, write: Callable[[Location], None]) -> None:
-    """_write_then_replace for an object store: `write` to URL.partial, then the old store goes and the new one is
-    copied in (object by object: unlike a local rename, not atomic). A refusal to list or write (a credential that
+    """_write_then_replace for an object store: `write` to URL.onmsc-dask-partial, then the old store goes and the new
+    one is copied in (object by object: unlike a local rename, not atomic). A refusal to list or write (a credential that
     may read the bucket, not write it) is a one-line ValueError, as check_bucket's."""
     target.check_bucket()
     try:
@@ -752,7 +757,7 @@ def _replace_url(target: Location, overwrite: bool, write: Callable[[Location], 
             raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
         if not target.filesystem().exists(f"{target.url}/zarr.json"):
             raise FileExistsError(f"{target} exists and is not a zarr store; refusing to overwrite it")
-    partial = Location(f"{target.url}.partial", target.storage_options)
+    partial = Location(f"{target.url}{PARTIAL}", target.storage_options)
     partial.remove()
     try:
         write(partial)

@@ -511,3 +511,7 @@ if __name__ == "__main__":
                   "its workers are restarted: `dask worker` exits with its scheduler)"
                   if isinstance(exc, CancelledError) else "")
         sys.exit(f"mnist60k: error: {one_line(exc)}{resume}")
+    except KeyboardInterrupt:  # Ctrl-C: one line, as onmsc-dask run's
+        print("mnist60k: interrupted; the store keeps the stages finished before, and the same command resumes after "
+              "the last of them", file=sys.stderr)
+        sys.exit(130)

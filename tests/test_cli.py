@@ -600,6 +600,34 @@ def test_help_in_subprocess(command):
     assert version.returncode == 0 and version.stdout.strip() == f"onmsc-dask {importlib.metadata.version('onmsc-dask')}"
 
 
+def test_an_out_that_would_overwrite_or_change_an_input_is_refused(tmp_path, capsys):
+    """A run writes labels.csv, labels.npy, ... into --out: an input of that name there (the user's labels.csv) was
+    overwritten with the run's labels, and the same command then failed on it. An --out inside an input directory
+    or store would change that input. Both are one line, exit 2, nothing written; DIR/views.zarr given as --data
+    with --out DIR is still run as it is."""
+    views, y = _blobs()
+    np.savetxt(tmp_path / "a.csv", views[0], delimiter=",")
+    np.savetxt(tmp_path / "b.csv", views[1], delimiter=",")
+    np.savetxt(tmp_path / "labels.csv", y, fmt="%d")
+    np.save(tmp_path / "labels.npy", y)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for labels in ("labels.csv", "labels.npy"):
+        assert main(["run", "--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--labels",
+                     str(tmp_path / labels), "--out", str(tmp_path)]) == 2
+        assert (f"--out {tmp_path} holds the input {tmp_path / labels}, which the run would overwrite with its "
+                f"{labels}; give another --out") in capsys.readouterr().err
+    store = MultiViewStore.create(tmp_path / "s.zarr", views, y)
+    assert main(["run", "--data", str(tmp_path / "s.zarr"), "--out", str(tmp_path / "s.zarr" / "run")]) == 2
+    assert (f"--out {tmp_path / 's.zarr' / 'run'} is inside the input {tmp_path / 's.zarr'}, which the run would "
+            "change; give an --out outside it") in capsys.readouterr().err
+    assert not (tmp_path / "s.zarr" / "run").exists()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == files
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, "s.zarr"]) and store.stages() == {}
+    store.copy(tmp_path / "out" / "views.zarr")
+    assert main(["run", "--data", str(tmp_path / "out" / "views.zarr"), "--out", str(tmp_path / "out"),
+                 "--quiet"]) == 0
+
+
 def test_view_names_must_match_the_views(tmp_path, capsys):
     views, y = _blobs()
     np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
@@ -612,6 +640,18 @@ def test_view_names_must_match_the_views(tmp_path, capsys):
                  "--view-names", "one", "two"]) == 2
     assert "--view-names is not used with a store" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+    # a rerun into the same --out with other names: the store is written again with them (it used to be reused with
+    # the earlier names, and a wrong count was accepted)
+    run = ["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "named"), "--quiet"]
+    assert main([*run, "--view-names", "alpha", "beta"]) == 0
+    assert main([*run, "--view-names", "colour", "shape"]) == 0
+    assert MultiViewStore(tmp_path / "named" / "views.zarr").view_names == ["colour", "shape"]
+    assert list(json.loads((tmp_path / "named" / "report.json").read_text())["view_weights"]) == ["colour", "shape"]
+    capsys.readouterr()
+    assert main([*run, "--view-names", "one"]) == 2
+    assert "--view-names gives 1 names for the 2 views of" in capsys.readouterr().err
+    assert main(run) == 0
+    assert MultiViewStore(tmp_path / "named" / "views.zarr").view_names == ["view0", "view1"]
 
 
 def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_path, scheduler, capsys, monkeypatch):

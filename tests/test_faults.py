@@ -187,6 +187,42 @@ def test_a_worker_lost_with_data_sent_from_memory_gives_the_same_labels(cluster,
     np.testing.assert_array_equal(labels, expected)
 
 
+class KillHolder(KillOnce):
+    """KillOnce, of the first worker that starts a task whose key holds `name` (dask fuses tasks:
+    `from-value-store_rows-concatenate-…`) while it holds data scattered as a `held` (its key's prefix)."""
+
+    def __init__(self, name: str, held: str, flag: str) -> None:
+        super().__init__(name, 1, flag)
+        self.held = held
+
+    def setup(self, worker) -> None:
+        self.worker = worker
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        if (finish == "executing" and self.name in str(key)
+                and any(key_split(held) == self.held for held in self.worker.data)):
+            super().transition(self.name, start, finish)
+
+
+def test_predict_from_a_store_with_the_model_lost_gives_the_same_labels(tmp_path, cluster):
+    """predict of a store's rows sends the model (its Extension) to one worker; that worker SIGKILLed as it starts
+    mapping a row chunk used to end predict in FutureCancelledError (lost dependencies). It is sent again and
+    predict gives the labels it gives on one machine."""
+    from onmsc_dask import ONMSC
+
+    views, y = _views()
+    with dask.config.set(scheduler="sync"):
+        model = ONMSC(10, embedding="anchor", **PARAMS).fit([v[:600] for v in views])
+        expected = model.predict([v[600:] for v in views])
+    store = MultiViewStore.create(tmp_path / "new.zarr", [v[600:] for v in views], chunk_rows=100)
+    with Client(cluster.address, timeout="60s") as client:
+        pids = set(client.run(os.getpid).values())
+        client.register_plugin(KillHolder("store_rows", "Extension", str(tmp_path / "killed")), name="kill-holder")
+        labels = _in_thread(lambda: model.predict(store))
+        assert set(client.run(os.getpid).values()) != pids  # the worker holding the model was killed
+    np.testing.assert_array_equal(labels, expected)
+
+
 def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cluster, data, monkeypatch, capsys):
     """Both workers and their nannies SIGKILLed as the anchor_graph stage starts: the run stops once the cluster
     has had no worker for NO_WORKER_TIMEOUT (30 s; 2 s here) with one line and exit 1 (it used to wait forever,
@@ -254,7 +290,7 @@ def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monke
 def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     """A second run into the --out of a running one (a real process) fails with one line naming it, and the first
     ends as if alone (both used to exit 0, the later one silently replacing the earlier one's results, and they
-    shared views.zarr.partial); a lock left by a process that no longer runs on this host is taken over with a
+    shared views.zarr.onmsc-dask-partial); a lock left by a process that no longer runs on this host is taken over with a
     warning; a lock from another host is kept."""
     out = tmp_path / "out"
     argv = ["run", "--dataset", "digits", "--out", str(out), "--scheduler", one_worker.address]

@@ -236,7 +236,7 @@ def test_overwrite_replaces_an_s3_store(s3):
     MultiViewStore.create("s3://views/o.zarr", views, y, storage_options=s3, overwrite=True)
     again = MultiViewStore.create("s3://views/o.zarr", views[:2], storage_options=s3, overwrite=True)
     assert again.n_views == 2 and again.labels is None
-    assert not fsspec.filesystem("s3", **s3).exists("views/o.zarr.partial")
+    assert not fsspec.filesystem("s3", **s3).exists("views/o.zarr.onmsc-dask-partial")
 
 
 def test_a_memory_store_on_worker_processes_says_why_they_cannot_read_it(cluster):

@@ -154,6 +154,32 @@ def test_cache_of_a_store_follows_a_store_written_again_at_the_same_path(tmp_pat
     np.testing.assert_array_equal(MultiViewStore(cache).read_view(0), other[0])
 
 
+def test_cache_of_dask_views_follows_the_values_they_read(tmp_path):
+    """A cache made from dask views is reused while they read the same values, and recomputed once the data behind
+    them is written again: a store at the same path (view_dask) or a zarr array overwritten in place (da.from_zarr),
+    whose dask names stay the same (the stale cache used to be fitted: the old data's labels, no stage computed)."""
+    import zarr
+
+    views, y = _views()
+    path = tmp_path / "v.zarr"
+    array = zarr.open_array(tmp_path / "a.zarr", mode="w", shape=views[1].shape, chunks=(128, 16), dtype="f8")
+    array[:] = views[1]
+    est = ONMSC(10, n_init=3, random_state=0, cache=tmp_path / "c.zarr", **SOLVERS["anchor"])
+
+    def lazy():
+        return [MultiViewStore(path).view_dask(0), da.from_zarr(str(tmp_path / "a.zarr"))]
+
+    MultiViewStore.create(path, views[:1], chunk_rows=128)
+    assert est.fit(lazy()).computed_stages_ == list(STAGES)
+    assert est.fit(lazy()).computed_stages_ == []
+    array[:] = views[1][::-1]
+    assert est.fit(lazy()).computed_stages_ == list(STAGES)
+    np.testing.assert_array_equal(MultiViewStore(tmp_path / "c.zarr").read_view(1), views[1][::-1])
+    MultiViewStore.create(path, [views[0][::-1].copy()], chunk_rows=128, overwrite=True)
+    assert est.fit(lazy()).computed_stages_ == list(STAGES)
+    np.testing.assert_array_equal(MultiViewStore(tmp_path / "c.zarr").read_view(0), views[0][::-1])
+
+
 def test_cache_never_overwrites_a_store_or_files_it_did_not_make(tmp_path):
     """cache= naming a user's store (not made as a cache) or a directory with files is an error, and both are left
     as they were."""

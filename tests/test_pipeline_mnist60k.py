@@ -449,3 +449,31 @@ def test_warnings_are_one_line_and_the_report_names_the_weights(tmp_path):
     assert report["refinement_objective"] and report["versions"]["onmsc-dask"]
     assert [w for w in report["warnings"] if "all-zero rows" in w] == [line.split("warning: ", 1)[1] for line in warned]
     assert '<li data-key="warnings.0">' in (out / "report.html").read_text()
+
+
+def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path):
+    """SIGINT to the pipeline's process group (Ctrl-C in a terminal) as the landmarks stage starts: one line, exit
+    130 (it used to be a 40-line KeyboardInterrupt traceback and a worker's CancelledError warning); the same
+    command then completes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    command = [sys.executable, str(ROOT / "pipelines" / "mnist60k.py"), "--data-dir", str(mnist_dir(tmp_path / "d")),
+               "--out", str(tmp_path / "out"), "--quiet", *ARGS]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines = []
+    for line in run.stderr:
+        lines.append(line)
+        if "stage 1/5 landmarks ..." in line:
+            os.killpg(run.pid, signal.SIGINT)
+            break
+    lines += run.stderr.read().splitlines(keepends=True)
+    assert run.wait(120) == 130, "".join(lines)
+    assert "Traceback" not in "".join(lines) and "CancelledError" not in "".join(lines), "".join(lines)
+    assert lines[-1] == ("mnist60k: interrupted; the store keeps the stages finished before, and the same command "
+                         "resumes after the last of them\n")
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert np.load(tmp_path / "out" / "labels.npy").shape == (200,)

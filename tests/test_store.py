@@ -243,7 +243,7 @@ def test_copy_with_and_without_stages(tmp_path, rng):
     assert full.has_stage("fit", {"a": 1}, ["x"])
     bare = store.copy(tmp_path / "bare.zarr", stages=False)
     assert bare.stages() == {} and bare.view_names == store.view_names
-    assert not (tmp_path / "bare.zarr.partial").exists()
+    assert not (tmp_path / "bare.zarr.onmsc-dask-partial").exists()
     with pytest.raises(FileExistsError, match="overwrite=True"):
         store.copy(tmp_path / "bare.zarr")
     assert store.copy(tmp_path / "bare.zarr", overwrite=True).has_stage("fit", {"a": 1}, ["x"])
@@ -303,7 +303,7 @@ def test_any_missing_chunk_of_a_stored_sparse_matrix_is_detected(tmp_path, rng, 
 
 def test_overwrite_with_dask_views_of_the_store_itself(tmp_path, rng):
     """create(overwrite=True) used to delete the old store (zarr mode "w") before reading its lazy views: the new
-    store held missing chunks. It is written to path.partial and replaces the old one when complete."""
+    store held missing chunks. It is written to path.onmsc-dask-partial and replaces the old one when complete."""
     X0, X1 = rng.normal(size=(N, 4)), rng.normal(size=(N, 5))
     store = MultiViewStore.create(tmp_path / "s.zarr", [X0, X1], np.arange(N) % 3, chunk_rows=16)
     new = MultiViewStore.create(tmp_path / "s.zarr", [store.view_dask(0), store.view_dask(1), X1[:, :3]],
@@ -311,12 +311,30 @@ def test_overwrite_with_dask_views_of_the_store_itself(tmp_path, rng):
     for p, expected in enumerate([X0, X1, X1[:, :3]]):
         np.testing.assert_array_equal(new.read_view(p), expected)
     np.testing.assert_array_equal(new.labels, np.arange(N) % 3)
-    assert not (tmp_path / "s.zarr.partial").exists() and not (tmp_path / "s.zarr.old").exists()
+    assert not (tmp_path / "s.zarr.onmsc-dask-partial").exists()
+    assert not (tmp_path / "s.zarr.onmsc-dask-old").exists()
+
+
+def test_a_users_old_and_partial_directories_beside_the_store_are_kept(tmp_path, rng):
+    """create and copy write beside the target under names no user picks: a user's `data.zarr.old` (a backup) and
+    `data.zarr.partial` were deleted by every create or copy of `data.zarr`."""
+    X = rng.normal(size=(N, 3))
+    for name in ("data.zarr.old", "data.zarr.partial", "copy.zarr.old"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "mine.txt").write_text(name)
+    store = MultiViewStore.create(tmp_path / "data.zarr", [X])
+    MultiViewStore.create(tmp_path / "data.zarr", [X + 1], overwrite=True)
+    store.copy(tmp_path / "copy.zarr")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.zarr", "copy.zarr.old", "data.zarr", "data.zarr.old",
+                                                          "data.zarr.partial"]
+    for name in ("data.zarr.old", "data.zarr.partial", "copy.zarr.old"):
+        assert (tmp_path / name / "mine.txt").read_text() == name
+    np.testing.assert_array_equal(MultiViewStore(tmp_path / "copy.zarr").read_view(0), X + 1)
 
 
 def test_a_symlinked_target_is_refused_before_writing(tmp_path, rng):
     """Overwriting through a symbolic link wrote the new store, then failed in the replacement (NotADirectoryError),
-    leaving path.partial behind."""
+    leaving path.onmsc-dask-partial behind."""
     X = rng.normal(size=(N, 3))
     MultiViewStore.create(tmp_path / "real.zarr", [X])
     (tmp_path / "link.zarr").symlink_to(tmp_path / "real.zarr")
@@ -361,7 +379,7 @@ def test_a_failing_block_leaves_no_partial_store_behind(tmp_path, scheduler):
             stack.enter_context(Client(cluster))
         with pytest.raises(OSError, match="source file vanished"):
             MultiViewStore.create(tmp_path / "new.zarr", [np.ones((60, 2)), view], chunk_rows=10)
-        time.sleep(1.0)  # a block written after the error would have recreated new.zarr.partial by now
+        time.sleep(1.0)  # a block written after the error would have recreated new.zarr.onmsc-dask-partial by now
     assert list(tmp_path.iterdir()) == []
 
 
