@@ -251,6 +251,9 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         k = _n_clusters(args, source.labels, source.n_samples, url)
         _check_parameters(args, source.n_samples, k)
         log(f"using {url} where it is (the run's stages are written into it)")
+        kept, damaged = _finished(source)
+        if _solver(args, source.n_samples) == "anchor" and (kept or damaged):
+            log(f"resuming: {url} holds finished stages ({_stages_text(kept, damaged)})")
         return source, url, k, None
     itself = given is not None and given.resolve() == store_path.resolve()
     fingerprint = None if itself else _input_files(args)

@@ -204,6 +204,15 @@ def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp
         "onmsc-dask: error: another onmsc-dask run (PID 1 on elsewhere, started now) writes its stages into "
         f"{url}; wait for it to end (if that run is gone, delete {url}/.onmsc-dask.lock)"), proc.stderr
     assert proc.stderr.count("onmsc-dask: error") == 1
+    # the same command once that run is gone: it says which stages it resumes after, and gives the same labels
+    fs.rm("views/digits.zarr/.onmsc-dask.lock")
+    proc = subprocess.run([sys.executable, "-m", "onmsc_dask", "run", "--data", url, "--storage-options",
+                           json.dumps(s3), "--embedding", "anchor", "--n-landmarks", "60", "--scheduler", cluster,
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"resuming: {url} holds finished stages (landmarks, anchor_graph, embeddings, fusion, labels; a finished "
+            "stage is reused if made with the same parameters)") in proc.stderr
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), expected)
 
 
 def test_store_lock_of_a_process_gone_from_this_host_is_taken_over():
