@@ -21,11 +21,12 @@ from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_compo
                     ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
                     usable_graphs, view_facts, view_graphs, giant_cluster)
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
-from .selection import distortion, fuse
-from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks, check_n_clusters,
-                         check_n_components, check_n_distinct, check_n_neighbors, check_same_rows, check_seed,
-                         check_tol, check_view, clear_fitted, constant_view_message, fit_seeds, informative_views,
-                         keep_informative, kept_names, metric_list, n_distinct, user_warning, view_label)
+from .selection import distortion, fuse, score_rows
+from .validation import (ConstantViewError, check_bool, check_column_names, check_int, check_lambda, check_landmarks,
+                         check_n_clusters, check_n_components, check_n_distinct, check_n_neighbors, check_same_rows,
+                         check_seed, check_tol, check_view, clear_fitted, column_names, constant_view_message,
+                         fit_seeds, informative_views, keep_informative, kept_names, metric_list, n_distinct,
+                         user_warning, view_label)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -313,7 +314,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
     anchor_method : ``"gram"`` or ``"tsqr"``, the anchor solver's eigensolver (outofcore.py).
     random_state : an int seed in [0, 2**32 - 1]; the same seed gives the same labels on any number of workers (a
         RandomState or Generator is refused: tasks on other workers derive their seeds from the int). None: fresh
-        randomness on every fit (each stage, the kNN search on all cores), as in scikit-learn.
+        randomness on every fit (each stage, the kNN search on all cores; no cached stage reused), as in
+        scikit-learn.
 
     Attributes
     ----------
@@ -448,6 +450,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
         inputs, names = view_inputs(views, view_names, storage_options)
         input_names = names
+        columns = [column_names(X) for X in views] if isinstance(views, (list, tuple)) else None
         anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
         if self.cache is not None and not anchor:
             raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
@@ -494,6 +497,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             self._finish_fit()
         self._expand_to_input_views(np.array(kept), n_views)
         self.n_features_in_ = _n_features(inputs)  # of every input view, once they are known valid
+        self.feature_names_in_ = columns or [None] * n_views
         self.view_names_ = input_names
 
     def _fit_anchor(self, views, names: list[str] | None, metric: str | list[str], random_state: int | None, t0: float,
@@ -635,11 +639,12 @@ class ONMSC(ClusterMixin, BaseEstimator):
         refit that failed its input checks)."""
         k, N0, n = self.n_clusters, self.n_neighbors_, len(self.labels_)
         t0, first_timings = time.perf_counter(), self.timings_
-        seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same sample for every score
+        seed = np.random.SeedSequence(random_state).generate_state(1)[0]  # the same k-means seed for every score
+        rows = score_rows(n, np.random.default_rng(seed))  # and the same rows
 
         def score(fit: ONMSC | None) -> float | None:
             return None if fit is None else distortion(readout(fit.embedding_, fit.fusion_target_, k), k,
-                                                       np.random.default_rng(seed))
+                                                       np.random.default_rng(seed), rows)
 
         def refit(N: int) -> ONMSC | None:
             try:
@@ -873,8 +878,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if getattr(self, "extension_", None) is None:
             raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
                              "landmarks per view (n_landmarks); this model has no extension to new samples")
-        return apply(self.extension_, views, method, list(self.n_features_in_), getattr(self, "view_names_", None),
-                     storage_options)
+        names = getattr(self, "view_names_", None)
+        if isinstance(views, (list, tuple)):
+            check_column_names(list(views), getattr(self, "feature_names_in_", None), names)
+        return apply(self.extension_, views, method, list(self.n_features_in_), names, storage_options)
 
     def __sklearn_tags__(self):
         from sklearn.utils import TransformerTags

@@ -30,6 +30,7 @@ from .fusion import converged, full_weights, simplex_qp
 from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
+from .store import as_labels
 from .validation import (check_int, check_lambda, check_seed, check_tol, check_views, clear_fitted,
                          informative_views, kept_names)
 
@@ -68,14 +69,19 @@ def concatenate_views(views, view_names: Sequence[str] | None = None) -> np.ndar
 
 class _Baseline(ClusterMixin, BaseEstimator):
     def fit(self, views, y=None, view_names: Sequence[str] | None = None, storage_options: dict | None = None):
-        """Fit on ``views`` (as ``ONMSC.fit`` takes them); a refit keeps nothing of an earlier fit, a failed fit
-        leaves no fitted attributes behind."""
+        """Fit on ``views`` (as ``ONMSC.fit`` takes them), the parameters checked first; a refit keeps nothing of an
+        earlier fit, a failed fit leaves no fitted attributes behind."""
         clear_fitted(self)
+        check_int("n_init", self.n_init)
+        check_seed(self.random_state)
         try:
             return self._fit(views, y, view_names, storage_options)
         except BaseException:
             clear_fitted(self)
             raise
+
+    def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
+        return self.fit(views, y, **fit_params).labels_
 
 
 class _GraphClustering(_Baseline):
@@ -113,12 +119,15 @@ class SingleBestView(_GraphClustering):
     usable views' (``kept_views_``); ``best_view_`` is a position among the given views."""
 
     def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
+        self._cluster_views(*self._usable(views, view_names, storage_options))
+        return self._pick(int(np.argmax(self.eigengaps_)))
+
+    def _cluster_views(self, views: list, names: list[str] | None) -> None:
+        """``eigengaps_`` and ``per_view_labels_`` of the usable ``views``."""
         k, seed = self.n_clusters, self._seed()
-        eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed)
-               for A in self._graphs(*self._usable(views, view_names, storage_options))]
+        eig = [top_eigenvectors(NormalizedHighOrderAffinity(A, 1), k + 1, seed) for A in self._graphs(views, names)]
         self.eigengaps_ = np.array([vals[k - 1] - vals[k] for vals, _ in eig])
         self.per_view_labels_ = [self._labels(vecs[:, :k]) for _, vecs in eig]
-        return self._pick(int(np.argmax(self.eigengaps_)))
 
     def _pick(self, i: int) -> "SingleBestView":
         """``labels_`` of the i-th usable view, ``best_view_`` its position among the given views."""
@@ -187,7 +196,9 @@ class LabelPickedView(SingleBestView):
     def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         if y is None:
             raise ValueError("LabelPickedView picks its view with the labels: fit(views, y)")
-        super()._fit(views, None, view_names, storage_options)
+        usable, names = self._usable(views, view_names, storage_options)
+        y = as_labels(y, usable[0].shape[0], name="y")  # before any view is clustered
+        self._cluster_views(usable, names)
         return self._pick(int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_])))
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import operator
 import os
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -437,7 +438,8 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
                          "reads each view in row chunks, without its column scales")
     params = {"landmarks": {"n_landmarks": n_landmarks, "metric": metric, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample,
-                            **({} if views is None else {"views": views})}}
+                            **({} if views is None else {"views": views}),
+                            **({"unseeded_fit": uuid.uuid4().hex} if random_state is None else {})}}  # fresh: no reuse
     params["anchor_graph"] = {**params["landmarks"], "n_nearest_landmarks": n_nearest_landmarks}
     params["embeddings"] = {**params["anchor_graph"], "n_clusters": n_clusters, "n_components": width,
                             "order": order, "method": method, "drop_unrelated_views": drop_unrelated_views}

@@ -35,10 +35,14 @@ class Candidate:
     result: LateFusionResult
 
 
-def distortion(H: np.ndarray, k: int, rng: np.random.Generator) -> float:
-    """Mean squared distance of H's unit-normalized rows to their k-means centres (3 restarts), on a seeded sample of
-    at most SCORE_SAMPLE rows (the same rows for every H of as many rows and the same ``rng`` state)."""
-    rows = rng.choice(len(H), SCORE_SAMPLE, replace=False) if len(H) > SCORE_SAMPLE else slice(None)
+def score_rows(n: int, rng: np.random.Generator) -> np.ndarray | slice:
+    """The rows distortion scores: a sample of SCORE_SAMPLE of the n rows drawn from ``rng``, or all of them."""
+    return rng.choice(n, SCORE_SAMPLE, replace=False) if n > SCORE_SAMPLE else slice(None)
+
+
+def distortion(H: np.ndarray, k: int, rng: np.random.Generator, rows: np.ndarray | slice = slice(None)) -> float:
+    """Mean squared distance of H's unit-normalized ``rows`` (score_rows: the same for every candidate compared) to
+    their k-means centres (3 restarts, seeded from ``rng``)."""
     X = normalize_rows(H[rows])
     km = KMeans(k, n_init=3, random_state=int(rng.integers(2**31 - 1))).fit(X)
     return float(((X - km.cluster_centers_[km.labels_]) ** 2).sum(axis=1).mean())
@@ -53,13 +57,13 @@ def select_fusion(H: np.ndarray, F: np.ndarray, k: int, *, lambda1=None, lambda2
     orders = range(1, O + 1) if lambda1 is None or lambda2 is None else [O]
     l1_grid = LAMBDA1_GRID if lambda1 is None else (lambda1,)
     rng = np.random.default_rng(random_state)
-    candidates = []
+    rows, candidates = score_rows(H.shape[-2], rng), []
     for o, l1, l2s in product(orders, l1_grid, LAMBDA2_SCALE_GRID if lambda2 is None else (None,)):
         l2 = l2s * width * o if l2s is not None else width * o if lambda2 == "auto" else lambda2
         fused = late_fusion(H[:, :o], F, l1, l2, tol=tol, max_iter=max_iter)
         seed_rng = np.random.default_rng(rng.integers(2**31 - 1))
-        candidates.append(Candidate(o, l1, l2, distortion(readout(fused.embedding, fused.target, k), k, seed_rng),
-                                    fused))
+        candidates.append(Candidate(o, l1, l2, distortion(readout(fused.embedding, fused.target, k), k, seed_rng,
+                                                                rows), fused))
     return min(candidates, key=lambda c: c.distortion), candidates
 
 

@@ -290,6 +290,31 @@ def check_row_index(views: list, names: Sequence[str] | None = None, y: Any = No
                              "rows already match, give them the same index (reset_index(drop=True))")
 
 
+def column_names(X: Any) -> np.ndarray | None:
+    """A pandas table's column names when all are strings (scikit-learn's rule for ``feature_names_in_``), else
+    None."""
+    if not _indexed(X) or not hasattr(X, "columns"):
+        return None
+    names = np.asarray(X.columns, dtype=object)
+    return names if len(names) and all(isinstance(c, str) for c in names) else None
+
+
+def check_column_names(views: list, fitted: list | None, names: Sequence[str] | None = None) -> None:
+    """New pandas tables whose columns are named (column_names) must have the fitted view's names in its order
+    (``fitted``: feature_names_in_), else their values would be matched to other features silently."""
+    for p, (X, known) in enumerate(zip(views, fitted or [])):
+        new = column_names(X)
+        if new is None or known is None or np.array_equal(new, known):
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(new, known)) if a != b), min(len(new), len(known)))
+        found = f"{new[at]!r}" if at < len(new) else "no column"
+        wanted = f"{known[at]!r}" if at < len(known) else "no column"
+        how = ("the same names in another order" if sorted(new) == sorted(known) else
+               "other names")
+        raise ValueError(f"{view_label(p, names)}: its columns differ from the fit's ({how}: column {at} is {found}, "
+                         f"was {wanted}); give the fitted columns in their order, X[model.feature_names_in_[{p}]]")
+
+
 def _indexed(X: Any) -> bool:
     """Whether X is a pandas table or series (it has a row index)."""
     return hasattr(X, "iloc") and hasattr(X, "index")

@@ -399,19 +399,38 @@ def test_default_wide_width_named_in_landmark_error():
         ONMSC(2, embedding="anchor", n_landmarks=4).fit(views)
 
 
+def test_select_scores_every_candidate_on_the_same_rows(monkeypatch):
+    """Above SCORE_SAMPLE rows the "select" search scores a sample of them: the same sample for every candidate (each
+    candidate used to draw its own, so a candidate could win on the rows it drew), and the same for the same seed."""
+    from onmsc_dask import selection
+
+    monkeypatch.setattr(selection, "SCORE_SAMPLE", 100)
+    rng = np.random.default_rng(0)
+    H = np.stack([[np.linalg.qr(rng.normal(size=(400, 3)))[0]] for _ in range(2)])
+    F = np.linalg.qr(rng.normal(size=(400, 3)))[0]
+    scored, real = [], selection.distortion
+    monkeypatch.setattr(selection, "distortion", lambda X, k, seeds, rows: scored.append(rows) or real(X, k, seeds,
+                                                                                                       rows))
+    best, candidates = selection.select_fusion(H, F, 3, random_state=0)
+    assert len(scored) == len(candidates) == 16 and len(scored[0]) == 100 == len(set(scored[0].tolist()))
+    assert all(np.array_equal(rows, scored[0]) for rows in scored)
+    again, _ = selection.select_fusion(H, F, 3, random_state=0)
+    assert np.array_equal(scored[-1], scored[0]) and (again.lambda1, again.lambda2) == (best.lambda1, best.lambda2)
+
+
 def test_wide_fits_score_their_read_out(monkeypatch):
     """At width > k the default-N refit and the "select" search score the matrix the labels come from (T), and
     early fusion's preliminary late fit stays k wide (its embeddings judge early fusion's k-wide graphs)."""
     views, _ = _wide_blobs()
     scored, early_inputs = [], []
-    monkeypatch.setattr(api, "distortion", lambda X, k, rng: scored.append(X) or 0.0)
+    monkeypatch.setattr(api, "distortion", lambda X, k, rng, rows: scored.append(X) or 0.0)
     monkeypatch.setattr(api, "smallest_cluster_neighbors", lambda labels, k, N: N - 1)  # force the refit
     with dask.config.set(scheduler="sync"):
         est = ONMSC(2, random_state=0).fit(views)
     assert len(scored) == 2 and scored[0] is est.fusion_target_ and est.embedding_.shape[1] == 4
     from onmsc_dask import selection
     picked = []
-    monkeypatch.setattr(selection, "distortion", lambda X, k, rng: picked.append(X) or 0.0)
+    monkeypatch.setattr(selection, "distortion", lambda X, k, rng, rows: picked.append(X) or 0.0)
     with dask.config.set(scheduler="sync"):
         sel = ONMSC(2, order=1, lambda1=1.0, lambda2="select", n_neighbors=10, random_state=0).fit(views)
     assert len(picked) == len(sel.selection_) == 4 and all(X.shape == (1000, 4) for X in picked)

@@ -243,3 +243,37 @@ def test_a_failed_refit_leaves_no_fitted_attributes(digits):
         assert est.n_views_in_ == 2 and len(est.labels_) == len(y)
         if hasattr(est, "eigengaps_"):
             assert len(est.eigengaps_) == 2
+
+
+def test_baselines_check_their_parameters_and_labels_before_any_work(digits, monkeypatch):
+    """n_init and random_state are checked before the views are read (n_init=0 used to reach scikit-learn's KMeans
+    after the graphs were built); LabelPickedView checks y (length, NaN, one column) before it clusters a view (a wrong
+    length used to fail after every view was clustered, NaN labels were taken), and its fit_predict passes y on
+    (ClusterMixin's dropped it: `picks its view with the labels`)."""
+    from onmsc_dask import baselines
+    from onmsc_dask.baselines import ConcatKMeans, ConcatSC, LabelPickedView
+
+    views, y, _ = digits
+    read = []
+    monkeypatch.setattr(baselines, "usable_views", lambda *a: read.append(a) or pytest.fail("views read"))
+    for est in (SingleBestView, AverageGraphSC, ConcatSC, ConcatKMeans, LinearCombination, LabelPickedView):
+        with pytest.raises(ValueError, match="n_init must be a positive integer"):
+            est(K, n_init=0).fit(views, y)
+        with pytest.raises(ValueError, match="n_init must be a positive integer"):
+            est(K, n_init=1.5).fit(views, y)
+        with pytest.raises(ValueError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\] or None"):
+            est(K, random_state=-1).fit(views, y)
+    monkeypatch.undo()
+    clustered = []
+    monkeypatch.setattr(LabelPickedView, "_cluster_views", lambda *a: clustered.append(a) or pytest.fail("clustered"))
+    for bad, message in [(y[:-5], f"y: has {len(y) - 5} entries, expected {len(y)} like the views"),
+                         (np.where(y == 1, np.nan, y), r"y: holds missing values \(NaN"),
+                         (np.column_stack([y, y]), r"y: has shape \(\d+, 2\), expected a vector")]:
+        with pytest.raises(ValueError, match=message):
+            LabelPickedView(K, random_state=0).fit(views, bad)
+    assert not clustered
+    monkeypatch.undo()
+    picked = LabelPickedView(K, random_state=0)
+    np.testing.assert_array_equal(picked.fit_predict(views, y), LabelPickedView(K, random_state=0).fit(views, y).labels_)
+    np.testing.assert_array_equal(ConcatKMeans(K, random_state=0).fit_predict(views),
+                                  ConcatKMeans(K, random_state=0).fit(views).labels_)

@@ -116,6 +116,19 @@ def test_cache_keeps_the_stages_of_in_memory_views_and_resumes(tmp_path):
     assert cached.fit(other).computed_stages_ == list(STAGES)
 
 
+def test_an_unseeded_fit_reuses_no_cached_stage(tmp_path):
+    """random_state=None is fresh randomness on every fit, with a cache too: no stage of an earlier unseeded fit is
+    reused (their parameters compared equal, so every stage was, and two unseeded fits gave the same labels); a
+    seeded fit still resumes every stage."""
+    views, _ = _views()
+    cached = ONMSC(10, n_init=3, random_state=None, cache=tmp_path / "c.zarr", **SOLVERS["anchor"])
+    assert cached.fit(views).computed_stages_ == list(STAGES)
+    assert cached.fit(views).computed_stages_ == list(STAGES)
+    cached.set_params(random_state=0)
+    assert cached.fit(views).computed_stages_ == list(STAGES)
+    assert cached.fit(views).computed_stages_ == []
+
+
 def test_cache_needs_the_anchor_solver(tmp_path):
     with pytest.raises(ValueError, match="cache holds the stages of the anchor chain"):
         ONMSC(10, embedding="exact", cache=tmp_path / "c.zarr").fit(_views()[0])
