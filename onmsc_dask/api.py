@@ -132,9 +132,9 @@ def _same_location(store, cache, storage_options: dict | None) -> bool:
 
 def cache_store(cache, views, names: list[str] | None, storage_options: dict | None = None):
     """The MultiViewStore ``cache`` (a store, path or URL) holding ``views``: the input store itself when it is the
-    cache; else the cache when it was made from the same input (metadata "input": _input_token), else the views written to it first (a local store's copied, a URL
-    store's written from its dask views). Only an empty path or a cache made this way is replaced: any other
-    store or file there is an error, never overwritten. ``storage_options`` are the input's, and the cache's too
+    cache; else the cache when it was made from the same input (metadata "input": _input_token), else the views
+    written to it first (a local store's copied, a URL store's written from its dask views). Only an empty path or a
+    cache made this way is replaced: any other store or file there is an error, never overwritten. ``storage_options`` are the input's, and the cache's too
     when it is a URL."""
     from .location import Location, is_url, location
     from .store import MultiViewStore

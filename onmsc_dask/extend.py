@@ -253,7 +253,7 @@ def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.
     return getattr(ext, method)(blocks)
 
 
-def _stored_rows(ext: Extension, store, method: str) -> np.ndarray:
+def _map_store(ext: Extension, store, method: str) -> np.ndarray:
     """``method`` of a MultiViewStore's rows, one task per stored row chunk, with ``ext`` sent to the workers."""
     import dask
     import dask.array as da
@@ -281,7 +281,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
-        return again_on_lost_data(partial(_stored_rows, ext, views, method), method,
+        return again_on_lost_data(partial(_map_store, ext, views, method), method,
                                   f"call {method} again once the cluster is steady")
     views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
                          for X in view_list(views, names)], n_features, names)
