@@ -181,10 +181,18 @@ def _input_token(views) -> str:
     if hasattr(views, "read_view"):
         return tokenize(str(views.location), views.content_id)
     lazy = [i for i, X in enumerate(views) if is_lazy(X)]
-    chunks = dask.compute(*[[dask.delayed(tokenize, pure=True)(block) for block in views[i].to_delayed().ravel()]
-                            for i in lazy])
+    chunks = dask.compute(*[views[i].map_blocks(_block_token, dtype=object, meta=np.empty((0, 0), object),
+                                                chunks=tuple((1,) * len(c) for c in views[i].chunks))
+                            for i in lazy])  # one task per chunk, as X.sum()'s
     return tokenize(*[(X.shape, X.dtype, X.chunks, chunks[lazy.index(i)]) if i in lazy else X
                       for i, X in enumerate(views)])
+
+
+def _block_token(block) -> np.ndarray:
+    """dask.base.tokenize of a dask view's chunk, as a 1 x 1 block (_input_token)."""
+    from dask.base import tokenize
+
+    return np.full((1, 1), tokenize(block), dtype=object)
 
 
 @dataclass
@@ -879,6 +887,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
                              "landmarks per view (n_landmarks); this model has no extension to new samples")
         names = getattr(self, "view_names_", None)
+        if isinstance(views, Iterator):
+            views = list(views)
         if isinstance(views, (list, tuple)):
             check_column_names(list(views), getattr(self, "feature_names_in_", None), names)
         return apply(self.extension_, views, method, list(self.n_features_in_), names, storage_options)

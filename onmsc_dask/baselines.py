@@ -197,9 +197,20 @@ class LabelPickedView(SingleBestView):
         if y is None:
             raise ValueError("LabelPickedView picks its view with the labels: fit(views, y)")
         usable, names = self._usable(views, view_names, storage_options)
-        y = as_labels(y, usable[0].shape[0], name="y")  # before any view is clustered
+        y = _class_ids(y, usable[0].shape[0])  # before any view is clustered
         self._cluster_views(usable, names)
         return self._pick(int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_])))
+
+
+def _class_ids(y, n_samples: int) -> np.ndarray:
+    """Labels ``y`` (integer ids, or class names: encoded in sorted order) checked to be a vector of n_samples labels
+    with none missing."""
+    y = np.asarray(y)
+    if y.dtype.kind in "USO":
+        if any(v is None or v != v for v in y.ravel()):  # None or a float NaN among names
+            raise ValueError("y: holds missing values (None or NaN); every sample needs a label")
+        y = np.unique(y.astype(str), return_inverse=True)[1].reshape(y.shape)
+    return as_labels(y, n_samples, name="y")
 
 
 class ConcatSC(_GraphClustering):

@@ -315,17 +315,21 @@ OUTPUTS = ("views.zarr", "report.json", "report.html", "convergence.png", "label
 
 
 def _check_out(args: argparse.Namespace) -> None:
-    """--out neither holds an input under a name the run writes (but DIR/views.zarr given as --data, which the run
-    uses as it is) nor lies inside an input directory or store (the run would change the input it is given)."""
+    """--out neither holds an input under a name the run writes, itself or through a symbolic link (but DIR/views.zarr
+    given as --data, which the run uses as it is), nor lies inside an input directory or store (the run would change
+    the input it is given)."""
     out = args.out.resolve()
     given = _given_store(args)
-    for path in [*(args.data or []), *([args.labels] if args.labels is not None else [])]:
-        if not isinstance(path, Path):  # a URL
-            continue
-        source = path.resolve()
-        if source.parent == out and source.name in OUTPUTS and not (path == given and source.name == "views.zarr"):
+    inputs = [p for p in [*(args.data or []), *([args.labels] if args.labels is not None else [])]
+              if isinstance(p, Path)]  # not a URL
+    for name in OUTPUTS:
+        target = (args.out / name).resolve()
+        path = next((p for p in inputs if p.resolve() == target), None)
+        if path is not None and not (path == given and name == "views.zarr"):
             raise ValueError(f"--out {args.out} holds the input {path}, which the run would overwrite with its "
-                             f"{source.name}; give another --out")
+                             f"{name}; give another --out")
+    for path in inputs:
+        source = path.resolve()
         if source.is_dir() and (source == out or source in out.parents):
             raise ValueError(f"--out {args.out} is inside the input {path}, which the run would change; give an --out "
                              "outside it")

@@ -291,12 +291,12 @@ def check_row_index(views: list, names: Sequence[str] | None = None, y: Any = No
 
 
 def column_names(X: Any) -> np.ndarray | None:
-    """A pandas table's column names when all are strings (scikit-learn's rule for ``feature_names_in_``), else
-    None."""
+    """A pandas table's column names when all are strings (scikit-learn's rule for ``feature_names_in_``) and each
+    names one column, else None."""
     if not _indexed(X) or not hasattr(X, "columns"):
         return None
     names = np.asarray(X.columns, dtype=object)
-    return names if len(names) and all(isinstance(c, str) for c in names) else None
+    return names if len(names) and all(isinstance(c, str) for c in names) and len(set(names)) == len(names) else None
 
 
 def check_column_names(views: list, fitted: list | None, names: Sequence[str] | None = None) -> None:

@@ -271,8 +271,13 @@ def test_baselines_check_their_parameters_and_labels_before_any_work(digits, mon
                          (np.column_stack([y, y]), r"y: has shape \(\d+, 2\), expected a vector")]:
         with pytest.raises(ValueError, match=message):
             LabelPickedView(K, random_state=0).fit(views, bad)
+    with pytest.raises(ValueError, match=r"y: holds missing values \(None or NaN\)"):
+        LabelPickedView(K, random_state=0).fit(views, np.where(y == 1, None, y.astype(str)))
     assert not clustered
     monkeypatch.undo()
+    names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])[y]
+    np.testing.assert_array_equal(LabelPickedView(K, random_state=0).fit(views, list(names)).labels_,
+                                  LabelPickedView(K, random_state=0).fit(views, y).labels_)  # class names work
     picked = LabelPickedView(K, random_state=0)
     np.testing.assert_array_equal(picked.fit_predict(views, y), LabelPickedView(K, random_state=0).fit(views, y).labels_)
     np.testing.assert_array_equal(ConcatKMeans(K, random_state=0).fit_predict(views),

@@ -616,13 +616,23 @@ def test_an_out_that_would_overwrite_or_change_an_input_is_refused(tmp_path, cap
                      str(tmp_path / labels), "--out", str(tmp_path)]) == 2
         assert (f"--out {tmp_path} holds the input {tmp_path / labels}, which the run would overwrite with its "
                 f"{labels}; give another --out") in capsys.readouterr().err
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "labels.csv").symlink_to(tmp_path / "labels.csv")  # written through, it would be lost
+    assert main(["run", "--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--labels",
+                 str(tmp_path / "linked" / "labels.csv"), "--out", str(tmp_path / "linked")]) == 2
+    assert f"holds the input {tmp_path / 'linked' / 'labels.csv'}, which the run would overwrite with its labels.csv" \
+        in capsys.readouterr().err
+    assert main(["run", "--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--labels",
+                 str(tmp_path / "labels.csv"), "--out", str(tmp_path / "linked")]) == 2  # the link's target given
+    assert "which the run would overwrite with its labels.csv" in capsys.readouterr().err
     store = MultiViewStore.create(tmp_path / "s.zarr", views, y)
     assert main(["run", "--data", str(tmp_path / "s.zarr"), "--out", str(tmp_path / "s.zarr" / "run")]) == 2
     assert (f"--out {tmp_path / 's.zarr' / 'run'} is inside the input {tmp_path / 's.zarr'}, which the run would "
             "change; give an --out outside it") in capsys.readouterr().err
     assert not (tmp_path / "s.zarr" / "run").exists()
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == files
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, "s.zarr"]) and store.stages() == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, "linked", "s.zarr"]) and store.stages() == {}
+    assert [p.name for p in (tmp_path / "linked").iterdir()] == ["labels.csv"]
     store.copy(tmp_path / "out" / "views.zarr")
     assert main(["run", "--data", str(tmp_path / "out" / "views.zarr"), "--out", str(tmp_path / "out"),
                  "--quiet"]) == 0

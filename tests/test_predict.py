@@ -368,5 +368,9 @@ def test_pandas_columns_are_recorded_and_checked_in_predict():
             getattr(model, method)([reordered, *tables[1:]])
     with pytest.raises(ValueError, match=r"view 0: its columns differ from the fit's \(other names: column 0 is 'PX0'"):
         model.predict([tables[0].rename(columns=str.upper), *tables[1:]])
+    with pytest.raises(ValueError, match=r"view 0: its columns differ from the fit's"):  # views from a generator too
+        model.predict(X for X in [reordered, *tables[1:]])
+    twice = [tables[0].set_axis(["a", "a", *tables[0].columns[2:]], axis=1), *tables[1:]]  # names that repeat
+    assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(twice).feature_names_in_ == [None] * 3
     np.testing.assert_array_equal(model.predict([reordered[model.feature_names_in_[0]], *tables[1:]]), labels)
     assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(views).feature_names_in_ == [None] * 3
