@@ -184,6 +184,7 @@ def _solver(args: argparse.Namespace, n_samples: int) -> str:
 
 def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int) -> None:
     """The parameters that depend on n and k, checked before anything is written."""
+    from .extend import extension_landmarks
     from .validation import check_landmarks, check_n_components, check_n_neighbors
 
     width = check_n_components(args.n_components, n_clusters, n_samples)
@@ -193,6 +194,8 @@ def _check_parameters(args: argparse.Namespace, n_samples: int, n_clusters: int)
     if solver != "exact":
         check_landmarks(args.n_landmarks, args.n_nearest_landmarks if solver == "anchor" else None, n_clusters,
                         n_samples, width)
+    if solver != "anchor":  # the landmarks of predict's extension
+        extension_landmarks(args.n_landmarks, args.n_nearest_landmarks, n_clusters, n_samples, width)
     if solver == "anchor" and args.consensus_graph == "rank":
         raise ValueError("--consensus-graph rank needs kNN graphs (--embedding exact or nystrom); the anchor graph "
                          "links samples to landmarks, not to each other")

@@ -23,8 +23,8 @@ from .assign import normalize_rows
 from .cluster import again_on_lost_data, scattered
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
-from .validation import (SCALE_EXPONENT, check_finite, check_known_shape, check_landmarks, check_same_rows,
-                         numeric_objects, rows_where, view_label, view_list)
+from .validation import (SCALE_EXPONENT, check_finite, check_int, check_known_shape, check_landmarks, check_same_rows,
+                         default_n_landmarks, numeric_objects, rows_where, view_label, view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
 
@@ -34,12 +34,13 @@ RIDGE = 1e-6
 
 def extension_landmarks(n_landmarks: int | None, n_nearest: int, n_clusters: int, n_samples: int,
                         width: int) -> int | None:
-    """m of a kNN fit's extension landmarks (validation.check_landmarks, as for an anchor graph), or None when the
-    samples are too few for more landmarks than the embedding width."""
-    try:
-        return check_landmarks(n_landmarks, n_nearest, n_clusters, n_samples, width)
-    except ValueError:
+    """m of a kNN fit's extension landmarks (validation.check_landmarks, as for an anchor graph: a bad n_landmarks
+    or n_nearest_landmarks is an error), or None when the samples or the given n_landmarks are too few for more
+    landmarks than the embedding width."""
+    m = default_n_landmarks(n_samples, width) if n_landmarks is None else check_int("n_landmarks", n_landmarks)
+    if min(m, n_samples) <= width:
         return None
+    return check_landmarks(n_landmarks, n_nearest, n_clusters, n_samples, width)
 
 
 def landmark_graph(X, n_landmarks: int, n_nearest: int, metric: str,

@@ -548,6 +548,10 @@ def test_parameters_checked_before_anything_is_written(tmp_path, capsys):
     assert main(["run", "--data", str(data), "--embedding", "anchor", "--n-landmarks", "40",
                  "--n-nearest-landmarks", "41", "--out", str(tmp_path / "b")]) == 2
     assert "n_nearest_landmarks=41 must satisfy" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    # with kNN graphs they size predict's extension: the same error (they used to be taken, leaving no extension)
+    assert main(["run", "--data", str(data), "--n-landmarks", "40", "--n-nearest-landmarks", "41", "--out",
+                 str(tmp_path / "b")]) == 2
+    assert "n_nearest_landmarks=41 must satisfy" in capsys.readouterr().err and not (tmp_path / "b").exists()
     assert main(["run", "--data", str(data), "--n-components", "2", "--out", str(tmp_path / "c")]) == 2
     assert "n_components=2 must satisfy n_clusters=3" in capsys.readouterr().err and not (tmp_path / "c").exists()
     assert main(["run", "--data", str(data), "--embedding", "anchor", "--n-landmarks", "40", "--consensus-graph",

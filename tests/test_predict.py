@@ -374,3 +374,17 @@ def test_pandas_columns_are_recorded_and_checked_in_predict():
     assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(twice).feature_names_in_ == [None] * 3
     np.testing.assert_array_equal(model.predict([reordered[model.feature_names_in_[0]], *tables[1:]]), labels)
     assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(views).feature_names_in_ == [None] * 3
+
+
+def test_a_knn_fit_checks_the_extension_landmarks_it_is_given():
+    """A kNN fit sizes predict's extension with n_landmarks and n_nearest_landmarks: a bad pair given is an error
+    before the graphs are built (it used to be taken, and the fit had no extension: predict then said it needs more
+    landmarks); too few samples, or a given n_landmarks not above the width, still leave the model without one."""
+    views, _ = _views(90)
+    with pytest.raises(ValueError, match=r"n_nearest_landmarks=41 must satisfy 2 <= n_nearest_landmarks <= "
+                                         r"n_landmarks=40"):
+        ONMSC(3, n_landmarks=40, n_nearest_landmarks=41, random_state=0).fit(views)
+    with pytest.raises(ValueError, match="n_landmarks must be a positive integer, got 0"):
+        ONMSC(3, n_landmarks=0, random_state=0).fit(views)
+    assert ONMSC(3, n_landmarks=3, random_state=0).fit(views).extension_ is None
+    assert ONMSC(3, n_landmarks=40, n_nearest_landmarks=5, random_state=0).fit(views).extension_ is not None
