@@ -21,6 +21,7 @@ from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_compo
                     ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
                     usable_graphs, view_facts, view_graphs, giant_cluster)
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
+from .progress import counted
 from .selection import distortion, fuse, score_rows
 from .validation import (ConstantViewError, check_bool, check_column_names, check_int, check_lambda, check_landmarks,
                          check_n_clusters, check_n_components, check_n_distinct, check_n_neighbors, check_same_rows,
@@ -134,8 +135,8 @@ def cache_store(cache, views, names: list[str] | None, storage_options: dict | N
     """The MultiViewStore ``cache`` (a store, path or URL) holding ``views``: the input store itself when it is the
     cache; else the cache when it was made from the same input (metadata "input": _input_token), else the views
     written to it first (a local store's copied, a URL store's written from its dask views). Only an empty path or a
-    cache made this way is replaced: any other store or file there is an error, never overwritten. ``storage_options`` are the input's, and the cache's too
-    when it is a URL."""
+    cache made this way is replaced: any other store or file there is an error, never overwritten.
+    ``storage_options`` are the input's, and the cache's too when it is a URL."""
     from .location import Location, is_url, location
     from .store import MultiViewStore
 
@@ -756,8 +757,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
                                random_state=seeds[-2])
         self._set_fusion(settings)
         t3 = time.perf_counter()
-        report(f"late fusion {'converged' if fused.converged else 'stopped'} after {fused.n_iter} iterations in "
-               f"{t3 - t2:.2f}s")
+        report(f"late fusion {'converged' if fused.converged else 'stopped'} after "
+               f"{counted(fused.n_iter, 'iteration')} in {t3 - t2:.2f}s")
         self.labels_, self.inertia_ = assign_labels(readout(fused.embedding, fused.target, k), k,
                                                     n_init=self.n_init, random_state=seeds[-1])
         self.refinement_objective_ = np.empty(0)  # refined by fit, after the small-cluster refit

@@ -34,7 +34,7 @@ import numpy as np
 
 from .cluster import SCHEDULER_CONFIG
 from .datasets import DATASETS
-from .progress import Progress
+from .progress import Progress, counted
 from .validation import SEED_MAX
 
 EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 130, 143
@@ -290,7 +290,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, why, log)
     store = _recorded(MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
-                                            metadata={"source": name, **_image_metadata(args, views)}), fingerprint)
+                                            metadata={"source": name, **_image_metadata(args)}), fingerprint)
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
 
@@ -431,18 +431,18 @@ def _stages_text(kept: list[str], damaged: str | None) -> str:
 REUSED = "; a finished stage is reused if made with the same parameters"
 
 
-def _image_metadata(args: argparse.Namespace, views: list) -> dict:
+def _image_metadata(args: argparse.Namespace) -> dict:
     """``image_shape`` of the store's metadata (report.html's thumbnails): the digits' 8 x 8 pixels, or the one
-    view of an MNIST IDX directory (square images)."""
+    view of an MNIST IDX directory (rows x cols from its images file's header, as io.load reads it)."""
     from .datasets import IMAGE_SHAPES
-    from .io import mnist_splits
+    from .io import idx_shape, mnist_image_file, mnist_splits
 
     if not args.data:
         shape = IMAGE_SHAPES.get(args.dataset or "digits")
         return {} if shape is None else {"image_shape": shape}
-    side = int(round(np.sqrt(views[0].shape[1])))
-    if args.data[0].is_dir() and mnist_splits(args.data[0]) and side * side == views[0].shape[1]:
-        return {"image_shape": {"view": 0, "shape": [side, side]}}
+    if args.data[0].is_dir() and mnist_splits(args.data[0]):
+        _, rows, cols = idx_shape(mnist_image_file(args.data[0]))
+        return {"image_shape": {"view": 0, "shape": [rows, cols]}}
     return {}
 
 
@@ -505,7 +505,8 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
     # the input views the graphs and H cover: all but those left out before the graphs (constant, too few rows)
     embedded = np.setdiff1d(np.arange(store.n_views), model.left_out_views_)
     if anchor:
-        log(f"  late fusion {'converged' if model.converged_ else 'stopped'} after {model.n_iter_} iterations")
+        log(f"  late fusion {'converged' if model.converged_ else 'stopped'} after "
+            f"{counted(model.n_iter_, 'iteration')}")
         return {**fit, "embedded_views": embedded.tolist(),
                 "resolved": {**model.stage_parameters_, "n_clusters": n_clusters, "n_neighbors": None,
                              "embedding": "anchor", "pipeline": "out_of_core", "metric": model.metric_,

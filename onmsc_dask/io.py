@@ -72,7 +72,7 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
             raise ValueError(
                 f"{path}: directory is neither a .zarr store nor holds MNIST IDX files"
             )
-        images, labels = load_mnist_dir(path, "train" if "train" in splits else "t10k")
+        images, labels = load_mnist_dir(path, _default_split(splits))
         return [images.reshape(len(images), -1).astype(np.float64)], labels
     readers = {**dict.fromkeys(VIEW_FILE_READERS, load_view_files), ".mat": load_mat, ".npz": load_npz}
     if path.suffix.lower() not in readers:
@@ -390,6 +390,16 @@ def mnist_size(directory: PathLike, split: str = "train") -> tuple[int, np.ndarr
     images, labels = _split_files(Path(directory), split)
     n = idx_shape(images)[0]
     return n, None if labels is None else as_labels(read_idx(labels), n, name=str(labels))
+
+
+def _default_split(splits: set[str]) -> str:
+    """The split load reads of an MNIST-style directory's splits: train when present, else t10k."""
+    return "train" if "train" in splits else "t10k"
+
+
+def mnist_image_file(directory: PathLike) -> Path:
+    """The images file load reads from an MNIST-style directory."""
+    return _split_files(Path(directory), _default_split(mnist_splits(directory)))[0]
 
 
 def _split_files(directory: Path, split: str) -> tuple[Path, Path | None]:

@@ -15,6 +15,11 @@ HEARTBEAT, TASK_LINES = 5.0, 2.0
 _LEFT = ("waiting", "queued", "no-worker", "processing")
 
 
+def counted(n: int, noun: str) -> str:
+    """"n noun", the noun plural unless n is 1."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def task_groups(dask_scheduler: Any) -> dict[str, tuple[int, int]]:
     """(finished, total) tasks of each task group on the scheduler (run with ``client.run_on_scheduler``)."""
     out = {}

@@ -21,6 +21,7 @@ from scipy.optimize import linear_sum_assignment
 
 from .assign import assign_labels, normalize_rows
 from .metrics import evaluate
+from .progress import counted
 from .validation import view_label
 
 #: samples drawn in the 2-D map at most, thumbnails per cluster
@@ -154,7 +155,7 @@ def plot_objective(objective: np.ndarray, refinement: np.ndarray | None = None) 
     ax.plot(np.arange(1, len(objective) + 1), objective, marker="o")
     change = (objective[-1] - objective[0]) / abs(objective[0]) if len(objective) and objective[0] else 0.0
     ax.set(xlabel="iteration", ylabel="objective J (Eq. 11, maximised)",
-           title=f"late fusion: {len(objective)} iteration{'s' * (len(objective) != 1)}, change {change:+.3%}")
+           title=f"late fusion: {counted(len(objective), 'iteration')}, change {change:+.3%}")
     _pad(ax, objective, first=1)
     if panels == 2:
         ax = fig.add_subplot(1, 2, 2)
@@ -220,8 +221,8 @@ def plot_map(page: RunPage) -> Figure:
 def plot_confusion(y: np.ndarray, labels: np.ndarray) -> Figure:
     """The Hungarian-ordered confusion matrix, counts in the cells."""
     counts, classes, clusters, _ = hungarian_confusion(y, labels)
-    size = 1.4 + 0.3 * max(counts.shape)
-    fig = Figure(figsize=(size + 1, size), layout="constrained")
+    rows, cols = (1.4 + 0.3 * s for s in counts.shape)  # classes x clusters
+    fig = Figure(figsize=(cols + 1, rows), layout="constrained")
     ax = fig.add_subplot()
     ax.imshow(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1), cmap="Blues", vmin=0, vmax=1)
     if counts.size <= 400:
@@ -283,8 +284,8 @@ def _img(pngs: dict[str, bytes], key: str, alt: str) -> str:
 def _table(header: list[str], rows: list[list[Any]], keys: list[list[str | None]] | None = None) -> str:
     """An HTML table; a cell with a key carries it as data-key (the tests read the rendered values by key)."""
     def cell(value: Any, key: str | None) -> str:
-        text = f"{value:.4f}" if isinstance(value, float) else html.escape(str(value))
-        return f'<td data-key="{key}">{text}</td>' if key else f"<td>{text}</td>"
+        text = f"{value:.4f}" if isinstance(value, float) else "–" if value is None else html.escape(str(value))
+        return f'<td data-key="{html.escape(key)}">{text}</td>' if key else f"<td>{text}</td>"
 
     keys = keys or [[None] * len(r) for r in rows]
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
@@ -349,13 +350,16 @@ def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None)
     if page.facts:
         parts += ["<h2>Parameters and times</h2>",
                   _table(["", "value"], [[name, value if not isinstance(value, (dict, list)) else
-                                          ", ".join(f"{a}: {b:.4g}" if isinstance(b, float) else f"{a}: {b}"
+                                          ", ".join(f"{a}: {b:.4g}" if isinstance(b, float) else
+                                                    f"{a}: {'–' if b is None else b}"
                                                     for a, b in (value.items() if isinstance(value, dict)
                                                                  else enumerate(value)))]
                                          for name, value in page.facts.items()])]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;color:#222}"
-             "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;"
-             "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
+             "table{border-collapse:collapse;margin:.5em 0;display:block;max-width:100%;overflow-x:auto}"
+             "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right;overflow-wrap:anywhere}"
+             "td:first-child,th:first-child{text-align:left;max-width:40em}li{overflow-wrap:anywhere}"
+             "img{max-width:100%}")
     (out / "report.html").write_text(
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
         f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n", encoding="utf-8")

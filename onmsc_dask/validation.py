@@ -344,8 +344,8 @@ def check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str
     names = list(view_names)
     if len(names) != n_views:
         raise ValueError(f"view_names: has {len(names)} names for {n_views} views")
-    if not all(isinstance(s, str) for s in names) or len(set(names)) != n_views:
-        raise ValueError(f"view_names: must be distinct strings, got {names}")
+    if not all(isinstance(s, str) and s.strip() for s in names) or len(set(names)) != n_views:
+        raise ValueError(f"view_names: must be distinct, non-blank strings, got {names}")
     return names
 
 

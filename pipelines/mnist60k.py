@@ -48,7 +48,7 @@ from onmsc_dask.cli import (cluster_count, connect, one_line, out_dir, positive_
                             recorded_warnings, seed_arg, versions, warnings_as_lines)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
-from onmsc_dask.progress import Progress
+from onmsc_dask.progress import Progress, counted
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_landmarks, check_n_clusters, check_n_components
 
@@ -477,7 +477,7 @@ def fit(args: argparse.Namespace, client: Any, log: Progress,
     t1 = time.perf_counter()
     result = fit_anchor(store, args, args.n_landmarks, args.refine, progress=lambda line: log(f"  {line}"))
     seconds = time.perf_counter() - t1
-    log(f"fusion {'converged' if result.converged else 'stopped'} after {len(result.objective)} iterations")
+    log(f"fusion {'converged' if result.converged else 'stopped'} after {counted(len(result.objective), 'iteration')}")
     report = {"data_dir": str(args.data_dir.resolve()), "split": store.metadata["split"], "limit": args.limit,
               "chunk_rows": args.chunk_rows, "n_samples": store.n_samples, "views": store.view_names,
               "view_dims": [store.view_shape(p)[1] for p in range(store.n_views)], "metrics": result.metrics,

@@ -49,11 +49,15 @@ def rendered(page: Path) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
+#: a view name that would break out of an HTML attribute (it did: its data-key cells' image ran the script)
+PROFILES = 'pro"files"><img src=x onerror="document.title=1">'
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     """The CLI on a store of 10 x 10 images (three classes: a bright square in one of three places) with three views,
-    the pixels, a noisier copy of their row and column sums, and noise (left out of the fusion, with a warning), with
-    labels."""
+    the pixels, a noisier copy of their row and column sums (named PROFILES), and noise (left out of the fusion, with
+    a warning), with labels."""
     tmp = tmp_path_factory.mktemp("report")
     rng = np.random.default_rng(0)
     y = np.arange(150) % 3
@@ -62,7 +66,7 @@ def run(tmp_path_factory) -> Path:
         images[y == c, 1 + 3 * c:4 + 3 * c, 1 + 3 * c:4 + 3 * c] += 1
     profiles = np.hstack([images.sum(axis=1), images.sum(axis=2)]) + rng.normal(0, 0.2, (150, 20))
     store = MultiViewStore.create(tmp / "images.zarr", [images.reshape(150, -1), profiles, rng.normal(size=(150, 5))],
-                                  y, view_names=["pixels", "profiles", "noise"],
+                                  y, view_names=["pixels", PROFILES, "noise"],
                                   metadata={"image_shape": {"view": 0, "shape": [10, 10]}})
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
         assert main(["run", "--data", str(store.path), "--out", str(tmp / "out"),
@@ -86,7 +90,7 @@ def test_report_renders_every_figure_and_the_numbers_of_report_json(run):
         assert keys[f"metrics.{metric}"] == f"{report['metrics'][metric]:.4f}"
         for view, scores in report["single_view_scores"].items():
             assert keys[f"single_view_scores.{view}.{metric}"] == f"{scores[metric]:.4f}"
-    assert set(report["single_view_scores"]) == {"pixels", "profiles", "noise"}
+    assert set(report["single_view_scores"]) == {"pixels", PROFILES, "noise"}  # and no injected image above
     assert report["view_weights"]["noise"] == 0 and report["resolved"]["related_views"] == [True, True, False]
     assert [keys[f"warnings.{i}"] for i in range(len(report["warnings"]))] == report["warnings"]
     assert any(w.startswith("view 2 ('noise'): shares no cluster structure") for w in report["warnings"])
@@ -101,6 +105,15 @@ def test_screenshot_shows_the_page(run):
     assert pixels.shape[:2] == (1400, 1000)
     ink = (pixels < 0.5).all(axis=2)  # dark pixels: text and figures
     assert ink[:200].mean() > 0.002 and ink[400:].mean() > 0.002  # the tables and the figures below them
+
+
+def test_the_confusion_figure_is_as_wide_as_its_clusters_and_as_tall_as_its_classes():
+    """40 clusters of 3 classes: a wide, short figure (it was square, the matrix a strip in white space)."""
+    from onmsc_dask.report import plot_confusion
+
+    labels = np.arange(400) % 40
+    width, height = plot_confusion(labels % 3, labels).get_size_inches()
+    assert width > 3 * height
 
 
 def test_hungarian_confusion_orders_clusters_by_their_matched_class():
@@ -165,17 +178,25 @@ def test_thumbnails_show_each_sample_in_its_cell_and_leave_missing_ones_blank():
 
 
 def test_image_views_of_idx_directories_and_digits(tmp_path):
-    """The thumbnails' source: an IDX directory's square images, the digits' 8 x 8 pixels, nothing for other data."""
+    """The thumbnails' source: an IDX directory's images, rows x cols from the header of the file io.load reads
+    (12 x 3 images used to be drawn 6 x 6, and 10 x 14 ones not at all), the digits' 8 x 8 pixels, nothing for other
+    data."""
     from onmsc_dask.cli import _image_metadata, build_parser
 
-    (tmp_path / "idx").mkdir()
-    (tmp_path / "idx" / "t10k-images-idx3-ubyte").write_bytes(b"")  # mnist_splits looks at the names only
+    def idx(path: Path, *shape: int) -> None:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(bytes([0, 0, 8, 3]) + np.asarray(shape, ">u4").tobytes() + bytes(int(np.prod(shape))))
+
     parse = build_parser().parse_args
-    assert _image_metadata(parse(["run", "--data", str(tmp_path / "idx"), "--out", "o"]), [np.zeros((3, 784))]) == {
-        "image_shape": {"view": 0, "shape": [28, 28]}}
-    assert _image_metadata(parse(["run", "--out", "o"]), []) == {"image_shape": {"view": 0, "shape": [8, 8]}}
-    assert _image_metadata(parse(["run", "--data", str(tmp_path / "a.npz"), "--out", "o"]),
-                           [np.zeros((3, 784))]) == {}
+    for name, shape in [("square", (5, 28, 28)), ("tall", (5, 12, 3)), ("wide", (5, 10, 14))]:
+        idx(tmp_path / name / "t10k-images-idx3-ubyte", *shape)
+        assert _image_metadata(parse(["run", "--data", str(tmp_path / name), "--out", "o"])) == {
+            "image_shape": {"view": 0, "shape": list(shape[1:])}}
+    idx(tmp_path / "tall" / "train-images-idx3-ubyte", 5, 4, 4)
+    assert _image_metadata(parse(["run", "--data", str(tmp_path / "tall"), "--out", "o"]))["image_shape"]["shape"] == [
+        4, 4]  # train when present, as io.load
+    assert _image_metadata(parse(["run", "--out", "o"])) == {"image_shape": {"view": 0, "shape": [8, 8]}}
+    assert _image_metadata(parse(["run", "--data", str(tmp_path / "a.npz"), "--out", "o"])) == {}
 
 
 def test_report_html_embeds_convergence_png(run):

@@ -289,6 +289,9 @@ def test_in_memory_messages_use_the_view_names(tmp_path, views, fusion):
         model.fit(views, view_names=["a", "b", "c"])
     with pytest.raises(TypeError, match="view_names: must be a list of strings"):
         model.fit(views, view_names="ab")
+    for names in (["a", "a"], ["a", " "], ["", "b"]):  # blank names made report rows without a name
+        with pytest.raises(ValueError, match=r"view_names: must be distinct, non-blank strings, got \["):
+            model.fit(views, view_names=names)
 
 
 def test_all_zero_rows_of_a_euclidean_view_are_points_like_any_other(views):
