@@ -230,3 +230,30 @@ def test_thumbnails_come_from_the_fewest_leading_chunks_that_hold_enough_of_ever
     images = thumbnails(store, 0, (2, 2), few, 6, random_state=0)
     assert read == [0, 100, 200, 300] and np.isnan(images[4]).all()
     assert images[5, 0].ravel().tolist() == pixels[399].tolist() and np.isnan(images[5, 1:]).all()
+
+
+WIDTH_PROBE = """<!DOCTYPE html><html><body><iframe id="f" src="{src}" width="1100" height="900"></iframe><script>
+f.onload = () => {{ const e = f.contentDocument.documentElement; const out = document.createElement("pre");
+  out.id = "result"; out.textContent = JSON.stringify([e.scrollWidth, e.clientWidth]); document.body.appendChild(out); }};
+</script></body></html>"""
+
+
+@needs_chromium
+def test_long_view_names_and_many_clusters_stay_within_the_page(tmp_path):
+    """View names of 500 characters and 40 clusters: the page is no wider than its window (the names pushed the
+    weight and score columns 4,500 px to the right; the cluster table, one row of k cells, ran past the page)."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(400, 6, centers=40, random_state=0)
+    np.save(tmp_path / "a.npy", X)
+    np.save(tmp_path / "b.npy", X[:, ::-1] + 0.1)
+    assert main(["run", "--data", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--n-clusters", "40",
+                 "--view-names", "A" * 500, "B" * 500, "--out", str(tmp_path / "out"), "--workers", "1",
+                 "--quiet"]) == 0
+    probe = tmp_path / "out" / "probe.html"
+    probe.write_text(WIDTH_PROBE.format(src="report.html"))
+    found = re.search(r'<pre id="result">(.*?)</pre>', chromium("--virtual-time-budget=10000", "--dump-dom",
+                                                                  probe.as_uri()), re.S)
+    assert found, "the page did not load in Chromium"
+    scroll_width, client_width = json.loads(found.group(1))
+    assert scroll_width <= client_width
