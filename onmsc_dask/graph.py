@@ -365,8 +365,11 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
     for standardized, which needs it), where anchor_affinity measures
     distances; unit-normalized for cosine and counts. Sparse rows give sparse centres (sparse_kmeans), so a wide
     sparse view is never densified. A sample of at most ``n_landmarks`` distinct rows gives those rows instead
-    (k-means would repeat centres), so there can be fewer landmarks than asked."""
+    (k-means would repeat centres), so there can be fewer landmarks than asked. k-means runs on one thread, as in a
+    Dask worker process (OMP_NUM_THREADS=1): its sums depend on the thread count, and the landmarks, the anchor
+    graph's ties and so the labels with them, were not the same on the threaded scheduler and on worker processes."""
     from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
 
     if init not in LANDMARK_INITS:
         raise ValueError(f"landmark init must be one of {LANDMARK_INITS}, got {init!r}")
@@ -377,16 +380,17 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
     if sparse:
         ids = row_ids(sample)
         first = np.unique(ids, return_index=True)[1]
-        centres = (sample[first] if len(first) <= n_landmarks
-                   else sparse_kmeans(sample, n_landmarks, seed, init))
+        with threadpool_limits(1):
+            centres = sample[first] if len(first) <= n_landmarks else sparse_kmeans(sample, n_landmarks, seed, init)
     else:  # rows with distinct projections are distinct, so np.unique (0.17 s for 5,000 pixel rows) is rarely needed
         projection = sample @ np.random.default_rng(0).standard_normal(sample.shape[1])
         distinct = sample if len(np.unique(projection)) > n_landmarks else np.unique(sample, axis=0)
         if len(distinct) <= n_landmarks:
             centres = distinct
         else:
-            km = KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed)
-            centres = km.fit(sample).cluster_centers_
+            with threadpool_limits(1):
+                centres = KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed).fit(
+                    sample).cluster_centers_
     return _prepare(centres, "cosine") if metric in UNIT_ROW_METRICS else centres
 
 

@@ -208,14 +208,16 @@ class MultiViewStore:
 
         Dense float32/float64 views keep their dtype, other numeric views become float64;
         sparse views are stored as CSR. Dask arrays are written block by block, never
-        computed whole; NaN or infinite values are an error. `chunk_rows` defaults to
+        computed whole, but for a dask array of scipy.sparse chunks, gathered as one CSR matrix (its non-zeros: it was
+        written as a dense array); NaN or infinite values are an error. `chunk_rows` defaults to
         ~32 MB chunks for the widest view, at least 1024 rows, at most n. The store is
         written next to `path` and replaces it only when complete: a failed create leaves
         `path` as it was, and dask views of the store being replaced are read before it goes. `path` may be an
         fsspec URL with `storage_options`, as for opening.
         """
         path = location(path, storage_options)
-        views = [v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v)
+        views = [sp.csr_matrix(v.compute()) if isinstance(v, da.Array) and sp.issparse(v._meta) else
+                 v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v)
                  for v in view_list(views, view_names, y)]
         names = check_view_names(view_names, len(views))
         n = check_view_shapes(views, names)
@@ -709,7 +711,7 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    old = path.with_name(path.name + ".onmsc-dask-old")  # renames only: the old store is whole until the new one is in place
+    old = path.with_name(path.name + ".onmsc-dask-old")  # renames only: the old store stays whole until the new one is in
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():
         path.rename(old)
@@ -740,8 +742,8 @@ def _open_group(path: Path | Location, mode: str) -> zarr.Group:
 
 def _write_then_replace_url(target: Location, overwrite: bool, write: Callable[[Location], None]) -> None:
     """_write_then_replace for an object store: `write` to URL.onmsc-dask-partial, then the old store goes and the new
-    one is copied in (object by object: unlike a local rename, not atomic). A refusal to list or write (a credential that
-    may read the bucket, not write it) is a one-line ValueError, as check_bucket's."""
+    one is copied in (object by object: unlike a local rename, not atomic). A refusal to list or write (a credential
+    that may read the bucket, not write it) is a one-line ValueError, as check_bucket's."""
     target.check_bucket()
     try:
         _replace_url(target, overwrite, write)

@@ -257,14 +257,15 @@ def _ndim(X) -> int:
 
 def view_list(views, names: Sequence[str] | None = None, y: Any = None) -> list:
     """``views`` as a list of views, rejecting a single table (array, sparse matrix, dask array, DataFrame, a
-    list of rows) or a mapping with an error saying how to pass it; pandas tables among them, and labels ``y`` as a
-    pandas Series, must agree on their row index (check_row_index; ``names`` name the views)."""
+    list of rows) or a mapping with an error saying how to pass it; an xarray DataArray as its array (numpy or dask;
+    it failed inside the anchor chain's tasks); pandas tables among them, and labels ``y`` as a pandas Series, must
+    agree on their row index (check_row_index; ``names`` name the views)."""
     if sp.issparse(views) or isinstance(views, np.ndarray) or hasattr(views, "compute"):
         raise TypeError("views must be a list of arrays (one per view), not a single array; wrap it as [X]")
     if isinstance(views, Mapping) or hasattr(views, "iloc"):
         raise TypeError(f"views must be a list of arrays (one per view), not a {type(views).__name__}; wrap a "
                         "single table as [X]")
-    views = list(views)
+    views = [X.data if hasattr(X, "dims") and hasattr(X, "coords") else X for X in views]  # xarray: its array
     if not views:
         raise ValueError("no views given: pass a list with at least one n x d array")
     if all(_ndim(X) < 2 for X in views):

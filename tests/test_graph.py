@@ -546,6 +546,20 @@ def _sparse_words(n=300, d=20000, k=3, nnz=8, seed=0):
     return X, y
 
 
+def test_landmarks_are_the_same_on_any_number_of_threads():
+    """The landmark k-means runs on one thread wherever it runs: with 2 OpenMP/BLAS threads (the threaded scheduler)
+    its centres differed from those of a worker process (1 thread) by 1e-15, enough to break ties in the anchor
+    graph of integer data differently (on 20,000 x 5 views: other view weights, 1e-5, and permuted labels)."""
+    from threadpoolctl import threadpool_limits
+
+    X = np.random.default_rng(0).standard_normal((6000, 30))
+    centres = []
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            centres.append(graph.landmark_centres([X[:3000], X[3000:]], 200, 0))
+    np.testing.assert_array_equal(centres[0], centres[1])
+
+
 @pytest.mark.parametrize("init", ["random", "k-means++"])
 def test_landmarks_of_a_sparse_view_stay_sparse(init):
     """graph.select_landmarks used to densify its sample (sample.toarray(): n = 500 x 2,000,000 columns took

@@ -142,6 +142,19 @@ def test_a_fit_without_cache_leaves_a_store_unchanged(tmp_path):
     assert store.stages() == {}
 
 
+def test_integer_dask_views_are_fitted_as_their_float64_values():
+    """Chunks of integer, boolean and float16 views reach the chain's tasks as float64: squared norms of uint8 rows
+    wrapped around (cosine rows were not of unit length; other weights and labels than the same values as float64)."""
+    views, _ = _views()
+    U = np.clip(views[0] * 16, 0, 255).astype(np.uint8)  # digits' pixels up to 255: uint8 squares overflow
+    flags = views[1] > 0
+    lazy = ONMSC(10, n_init=3, random_state=0, **SOLVERS["anchor"]).fit([da.from_array(U, chunks=(128, -1)),
+                                                                          da.from_array(flags, chunks=(100, -1))])
+    floats = ONMSC(10, n_init=3, random_state=0, **SOLVERS["anchor"]).fit([U.astype(float), flags.astype(float)])
+    np.testing.assert_array_equal(lazy.labels_, floats.labels_)
+    np.testing.assert_array_equal(lazy.view_weights_, floats.view_weights_)
+
+
 def test_float32_views_stay_float32_in_the_anchor_chain():
     """float32 in memory is fitted as float32 (as a float32 store is); its labels match the float64 fit's on
     digits."""

@@ -462,3 +462,15 @@ def test_a_path_under_home_is_expanded(tmp_path, monkeypatch):
     np.testing.assert_array_equal(MultiViewStore("~/views.zarr").read_view(1), views[1])
     with pytest.raises(ValueError, match="~nosuchuser-onmsc/views.zarr: Could not determine home directory"):
         MultiViewStore("~nosuchuser-onmsc/views.zarr")  # a RuntimeError of pathlib's: not one-line for the CLI
+
+
+def test_a_dask_array_of_sparse_chunks_is_stored_as_csr(tmp_path):
+    """A dask array whose chunks are scipy.sparse matrices (a wide text view read out of core) is stored as CSR, as
+    the in-memory matrix is (it was written as a dense array: `ValueError: setting an array element with a
+    sequence` deep in zarr, so ONMSC(cache=...) failed on such a view)."""
+    X = sp.random(300, 2000, density=0.003, format="csr", random_state=0)
+    lazy = da.concatenate([da.from_delayed(dask.delayed(lambda s: X[s:s + 100])(s), shape=(100, 2000), dtype=float,
+                                           meta=sp.csr_matrix((0, 0))) for s in range(0, 300, 100)])
+    store = MultiViewStore.create(tmp_path / "s.zarr", [lazy, np.ones((300, 2))])
+    assert store.is_sparse(0) and not store.is_sparse(1)
+    assert (store.read_view(0) != X).nnz == 0

@@ -24,3 +24,22 @@ def test_xarray_opens_views_labels_and_results(tmp_path):
     results = xr.open_zarr(store.path, group="stages/onmsc", consolidated=False)
     assert results["embedding"].shape == (30, 3)
     np.testing.assert_array_equal(results["labels"].values, store.read_result("onmsc", "labels"))
+
+
+def test_xarray_data_arrays_are_views_as_their_arrays():
+    """xarray DataArrays (dask-backed, as xarray.open_zarr gives them, or loaded) are fitted and predicted as their
+    arrays (the anchor chain failed inside a task: `IndexError: too many indices`)."""
+    import xarray as xr
+    from sklearn.datasets import make_blobs
+
+    from onmsc_dask import ONMSC
+
+    X, _ = make_blobs(1200, 6, centers=3, random_state=0)
+    arrays = [X, X[:, ::-1] + 1]
+    ds = xr.Dataset({"a": (("sample", "f0"), arrays[0]), "b": (("sample", "f1"), arrays[1])}).chunk({"sample": 500})
+    params = dict(embedding="anchor", n_landmarks=100, random_state=0)
+    reference = ONMSC(3, **params).fit(arrays)
+    for data in (ds, ds.load()):
+        model = ONMSC(3, **params).fit([data["a"], data["b"]])
+        np.testing.assert_array_equal(model.labels_, reference.labels_)
+        np.testing.assert_array_equal(np.asarray(model.predict([data["a"], data["b"]])), reference.predict(arrays))
