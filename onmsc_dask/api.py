@@ -1,6 +1,7 @@
 """The ONMSC estimator (scikit-learn API): views -> graphs -> H_p^(o) -> late fusion -> labels (docs/pipeline.md)."""
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +28,7 @@ from .validation import (ConstantViewError, check_bool, check_column_names, chec
                          check_n_clusters, check_n_components, check_n_distinct, check_n_neighbors, check_same_rows,
                          check_seed, check_tol, check_view, clear_fitted, column_names, constant_view_message,
                          fit_seeds, informative_views, keep_informative, kept_names, metric_list, n_distinct,
-                         user_warning, view_label)
+                         user_warning, view_label, view_list)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -888,10 +889,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
                              "landmarks per view (n_landmarks); this model has no extension to new samples")
         names = getattr(self, "view_names_", None)
-        if isinstance(views, Iterator):
-            views = list(views)
-        if isinstance(views, (list, tuple)):
-            check_column_names(list(views), getattr(self, "feature_names_in_", None), names)
+        if not isinstance(views, (str, os.PathLike)) and not hasattr(views, "read_view") and not hasattr(views, "url"):
+            views = view_list(views, names)  # any iterable of views (a generator, dict values) as a list
+            check_column_names(views, getattr(self, "feature_names_in_", None), names)
         return apply(self.extension_, views, method, list(self.n_features_in_), names, storage_options)
 
     def __sklearn_tags__(self):

@@ -206,10 +206,17 @@ def _class_ids(y, n_samples: int) -> np.ndarray:
     """Labels ``y`` (integer ids, or class names: encoded in sorted order) checked to be a vector of n_samples labels
     with none missing."""
     y = np.asarray(y)
-    if y.dtype.kind in "USO":
-        if any(v is None or v != v for v in y.ravel()):  # None or a float NaN among names
-            raise ValueError("y: holds missing values (None or NaN); every sample needs a label")
-        y = np.unique(y.astype(str), return_inverse=True)[1].reshape(y.shape)
+    if y.dtype.kind == "O":
+        values = y.ravel().tolist()
+        if any(v is None or type(v).__name__ in ("NAType", "NaTType") or (isinstance(v, float) and v != v)
+               for v in values):
+            raise ValueError("y: holds missing values (None, NA or NaN); every sample needs a label")
+        texts = sum(isinstance(v, str) for v in values)
+        if 0 < texts < len(values):
+            raise ValueError("y: mixes class names and numbers; give one kind of label")
+        y = np.array(values, dtype=str if texts else float).reshape(y.shape)
+    if y.dtype.kind in "US":
+        y = np.unique(y, return_inverse=True)[1].reshape(y.shape)
     return as_labels(y, n_samples, name="y")
 
 

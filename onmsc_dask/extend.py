@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from .assign import normalize_rows
 from .cluster import again_on_lost_data, scattered
+from .rows import read_rows
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
 from .validation import (SCALE_EXPONENT, check_finite, check_int, check_known_shape, check_landmarks, check_same_rows,
@@ -217,7 +218,7 @@ def _block(ext: Extension, method: str, *blocks, names: list[str] | None = None,
     block, where ``block_info`` places it)."""
     first_row = block_info[None]["array-location"][0][0] if block_info is not None else first_row
     _check_values(ext, blocks, names, first_row)
-    return getattr(ext, method)(list(blocks))
+    return getattr(ext, method)([None if X is None else read_rows(X) for X in blocks])  # float, as the fit's rows
 
 
 def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: int) -> None:

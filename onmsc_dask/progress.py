@@ -17,7 +17,7 @@ _LEFT = ("waiting", "queued", "no-worker", "processing")
 
 def counted(n: int, noun: str) -> str:
     """"n noun", the noun plural unless n is 1."""
-    return f"{n} {noun}{'s' * (n != 1)}"
+    return f"{n} {noun}{'s' * (int(n) != 1)}"
 
 
 def task_groups(dask_scheduler: Any) -> dict[str, tuple[int, int]]:

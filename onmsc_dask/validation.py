@@ -265,7 +265,7 @@ def view_list(views, names: Sequence[str] | None = None, y: Any = None) -> list:
     if isinstance(views, Mapping) or hasattr(views, "iloc"):
         raise TypeError(f"views must be a list of arrays (one per view), not a {type(views).__name__}; wrap a "
                         "single table as [X]")
-    views = [X.data if hasattr(X, "dims") and hasattr(X, "coords") else X for X in views]  # xarray: its array
+    views = [_xarray_data(X, p) for p, X in enumerate(views)]
     if not views:
         raise ValueError("no views given: pass a list with at least one n x d array")
     if all(_ndim(X) < 2 for X in views):
@@ -273,6 +273,13 @@ def view_list(views, names: Sequence[str] | None = None, y: Any = None) -> list:
                          "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")
     check_row_index(views, names, y)
     return views
+
+
+def _xarray_data(X: Any, p: int) -> Any:
+    """An xarray DataArray's or Variable's array (numpy or dask); a Dataset is refused (it holds several arrays)."""
+    if hasattr(X, "data_vars"):
+        raise TypeError(f"view {p}: is an xarray Dataset, which holds several arrays; pass one of them, ds['name']")
+    return X.data if hasattr(X, "dims") and hasattr(X, "data") and not _indexed(X) else X
 
 
 def check_row_index(views: list, names: Sequence[str] | None = None, y: Any = None) -> None:
@@ -291,20 +298,22 @@ def check_row_index(views: list, names: Sequence[str] | None = None, y: Any = No
                              "rows already match, give them the same index (reset_index(drop=True))")
 
 
-def column_names(X: Any) -> np.ndarray | None:
-    """A pandas table's column names when all are strings (scikit-learn's rule for ``feature_names_in_``) and each
-    names one column, else None."""
+def column_names(X: Any, distinct: bool = True) -> np.ndarray | None:
+    """A pandas table's column names when all are strings (scikit-learn's rule for ``feature_names_in_``) and, if
+    ``distinct``, each names one column; else None."""
     if not _indexed(X) or not hasattr(X, "columns"):
         return None
     names = np.asarray(X.columns, dtype=object)
-    return names if len(names) and all(isinstance(c, str) for c in names) and len(set(names)) == len(names) else None
+    if not len(names) or not all(isinstance(c, str) for c in names):
+        return None
+    return names if not distinct or len(set(names)) == len(names) else None
 
 
 def check_column_names(views: list, fitted: list | None, names: Sequence[str] | None = None) -> None:
     """New pandas tables whose columns are named (column_names) must have the fitted view's names in its order
     (``fitted``: feature_names_in_), else their values would be matched to other features silently."""
     for p, (X, known) in enumerate(zip(views, fitted or [])):
-        new = column_names(X)
+        new = column_names(X, distinct=False)
         if new is None or known is None or np.array_equal(new, known):
             continue
         at = next((i for i, (a, b) in enumerate(zip(new, known)) if a != b), min(len(new), len(known)))

@@ -370,6 +370,11 @@ def test_pandas_columns_are_recorded_and_checked_in_predict():
         model.predict([tables[0].rename(columns=str.upper), *tables[1:]])
     with pytest.raises(ValueError, match=r"view 0: its columns differ from the fit's"):  # views from a generator too
         model.predict(X for X in [reordered, *tables[1:]])
+    with pytest.raises(ValueError, match=r"view 0: its columns differ from the fit's"):  # or dict values
+        model.predict(dict(enumerate([reordered, *tables[1:]])).values())
+    repeated = reordered.set_axis(["px0", "px0", *reordered.columns[2:]], axis=1)
+    with pytest.raises(ValueError, match=r"view 0: its columns differ from the fit's \(other names"):
+        model.predict([repeated, *tables[1:]])  # names that repeat are checked too
     twice = [tables[0].set_axis(["a", "a", *tables[0].columns[2:]], axis=1), *tables[1:]]  # names that repeat
     assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(twice).feature_names_in_ == [None] * 3
     np.testing.assert_array_equal(model.predict([reordered[model.feature_names_in_[0]], *tables[1:]]), labels)
@@ -388,3 +393,14 @@ def test_a_knn_fit_checks_the_extension_landmarks_it_is_given():
         ONMSC(3, n_landmarks=0, random_state=0).fit(views)
     assert ONMSC(3, n_landmarks=3, random_state=0).fit(views).extension_ is None
     assert ONMSC(3, n_landmarks=40, n_nearest_landmarks=5, random_state=0).fit(views).extension_ is not None
+
+
+def test_integer_and_float16_new_rows_are_mapped_as_their_float64_values():
+    """predict / transform take uint8 and float16 rows as float64, as the fit does (uint8 squared norms wrapped
+    around and float16 overflowed: transform of the fitted rows was 0.02 / 0.1 off embedding_)."""
+    views, _ = _views(600)
+    pixels = (views[0] * 11).astype(np.uint8)  # values up to 176
+    model = ONMSC(10, **ANCHOR).fit([pixels, views[1], views[2]])
+    for X in (pixels, pixels.astype(np.float16)):
+        np.testing.assert_allclose(model.transform([X, views[1], views[2]]), model.embedding_, atol=1e-8)
+        np.testing.assert_array_equal(model.predict([X, views[1], views[2]]), model.labels_)

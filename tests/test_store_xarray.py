@@ -1,5 +1,6 @@
 """A MultiViewStore opens in xarray: every array names its dimensions (Zarr v3 dimension_names)."""
 import numpy as np
+import pytest
 import scipy.sparse as sp
 import xarray as xr
 
@@ -43,3 +44,7 @@ def test_xarray_data_arrays_are_views_as_their_arrays():
         model = ONMSC(3, **params).fit([data["a"], data["b"]])
         np.testing.assert_array_equal(model.labels_, reference.labels_)
         np.testing.assert_array_equal(np.asarray(model.predict([data["a"], data["b"]])), reference.predict(arrays))
+    variables = [ds["a"].variable, ds["b"].variable]  # an xarray Variable too
+    np.testing.assert_array_equal(ONMSC(3, **params).fit(variables).labels_, reference.labels_)
+    with pytest.raises(TypeError, match=r"view 0: is an xarray Dataset, which holds several arrays; pass one of them"):
+        ONMSC(3, **params).fit([ds, arrays[1]])
