@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, mean_normalized_cut, readout, refine_labels, warn_isolated_rows
-from .cluster import again_on_lost_data, persisted, scattered
+from .cluster import again_on_lost_data, check_worker_memory, persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_components, rank_consensus_affinity,
@@ -438,6 +438,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
         clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
+        check_worker_memory()
         if isinstance(views, Iterator):
             views = list(views)  # read again if the fit starts again after a lost worker
 

@@ -64,6 +64,26 @@ def scattered(value: Any) -> Any:
             time.sleep(attempt)  # until the scheduler has removed the lost worker
 
 
+#: the least memory_limit of a Dask worker a fit runs on: a worker process takes about 200 MB once onmsc-dask's
+#: modules are imported (62 MB bare), and one above 80% of its limit is paused, above 95% restarted by its nanny
+#: (at 200 MB the fit waited without end while the workers were restarted)
+WORKER_MEMORY_MIN = 384 * 2**20
+
+
+def check_worker_memory() -> None:
+    """The running distributed client's workers each have a memory_limit of at least WORKER_MEMORY_MIN (or none)."""
+    client = active_client()
+    if client is None:
+        return
+    limits = [info.get("memory_limit") or 0 for info in client.scheduler_info().get("workers", {}).values()]
+    small = [limit for limit in limits if 0 < limit < WORKER_MEMORY_MIN]
+    if small:
+        raise ValueError(f"{len(small)} of the {len(limits)} Dask workers have a memory_limit of "
+                         f"{min(small) / 2**20:.0f} MiB, below the {WORKER_MEMORY_MIN // 2**20} MiB a worker needs (about 200 MB once "
+                         "onmsc-dask's modules are imported; a worker above 80% of its limit is paused, above 95% "
+                         "restarted, and the fit would not finish); start them with memory_limit='1GiB' or more")
+
+
 class WorkersLost(RuntimeError):
     """Dask workers were lost with data sent to them, every time it was sent (SEND_ATTEMPTS, FIT_ATTEMPTS)."""
 

@@ -444,3 +444,22 @@ def test_data_sent_to_a_worker_that_goes_away_is_sent_again(monkeypatch):
     with pytest.raises(TimeoutError, match="No valid workers found"):
         cluster.scattered("x")
     assert none.calls == 1
+
+
+def test_workers_with_too_little_memory_are_one_line_before_any_work():
+    """Workers whose memory_limit is below cluster.WORKER_MEMORY_MIN: one error naming the limit, before any work (at
+    200 MB a worker is over its limit once the package is imported; the fit waited without end while the nannies
+    restarted the workers). At 1 GiB the fit runs."""
+    from distributed import LocalCluster
+
+    from onmsc_dask import ONMSC
+
+    views, _ = _views(300)
+    with LocalCluster(n_workers=2, processes=False, memory_limit="200MB", dashboard_address=None) as small, \
+            Client(small):
+        with pytest.raises(ValueError, match=r"^2 of the 2 Dask workers have a memory_limit of 191 MiB, below the 384 "
+                                             r"MiB a worker needs .*start them with memory_limit='1GiB' or more$"):
+            ONMSC(10, random_state=0).fit(views)
+    with LocalCluster(n_workers=1, processes=False, memory_limit="1GiB", dashboard_address=None) as enough, \
+            Client(enough):
+        assert len(ONMSC(10, random_state=0, n_init=3).fit(views).labels_) == 300
