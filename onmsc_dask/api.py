@@ -309,7 +309,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         always fuses the bare eigenvectors, on which its criterion was measured.
     drop_unrelated_views : leave out of the fusion and of F's graph every view whose cluster directions
         share no more than chance with any other view (``fusion.related_views``; noise, or a view of other
-        structure), with a warning; its weight is 0.
+        structure), with a warning; its weight is 0. When no two views are related (e.g. two views left, one of
+        them noise) all are kept: agreement cannot tell which one is the noise.
     keep_intermediate : keep late fusion's per-sample inputs after the fit: the view graphs (``view_graphs_``, n x n
         for kNN), ``view_embeddings_`` (v x O x n x width) and ``average_embedding_`` (F). predict does not need
         them, and they are most of the model's size (docs/predict.md measures a pickle with and without them).
