@@ -1,7 +1,6 @@
 """The ONMSC estimator (scikit-learn API): views -> graphs -> H_p^(o) -> late fusion -> labels (docs/pipeline.md)."""
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -24,11 +23,11 @@ from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_compo
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
 from .progress import counted
 from .selection import distortion, fuse, score_rows
-from .validation import (ConstantViewError, check_bool, check_column_names, check_int, check_lambda, check_landmarks,
+from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks,
                          check_n_clusters, check_n_components, check_n_distinct, check_n_neighbors, check_same_rows,
                          check_seed, check_tol, check_view, clear_fitted, column_names, constant_view_message,
                          fit_seeds, informative_views, keep_informative, kept_names, metric_list, n_distinct,
-                         user_warning, view_label, view_list)
+                         user_warning, view_label)
 from .spectral import (EXACT_MAX_SAMPLES, average_graph_embedding, embed_graph, exact_embedding, resolve_solver,
                        warn_eigensolver_cost)
 
@@ -890,11 +889,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if getattr(self, "extension_", None) is None:
             raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
                              "landmarks per view (n_landmarks); this model has no extension to new samples")
-        names = getattr(self, "view_names_", None)
-        if not isinstance(views, (str, os.PathLike)) and not hasattr(views, "read_view") and not hasattr(views, "url"):
-            views = view_list(views, names)  # any iterable of views (a generator, dict values) as a list
-            check_column_names(views, getattr(self, "feature_names_in_", None), names)
-        return apply(self.extension_, views, method, list(self.n_features_in_), names, storage_options)
+        return apply(self.extension_, views, method, list(self.n_features_in_), getattr(self, "view_names_", None),
+                     storage_options, getattr(self, "feature_names_in_", None))
 
     def __sklearn_tags__(self):
         from sklearn.utils import TransformerTags

@@ -323,16 +323,14 @@ def _check_out(args: argparse.Namespace) -> None:
     the input it is given)."""
     out = args.out.resolve()
     given = _given_store(args)
-    inputs = [p for p in [*(args.data or []), *([args.labels] if args.labels is not None else [])]
-              if isinstance(p, Path)]  # not a URL
+    inputs = {p.resolve(): p for p in [*(args.data or []), *([args.labels] if args.labels is not None else [])]
+              if isinstance(p, Path)}  # not a URL
     for name in OUTPUTS:
-        target = (args.out / name).resolve()
-        path = next((p for p in inputs if p.resolve() == target), None)
+        path = inputs.get((args.out / name).resolve())
         if path is not None and not (path == given and name == "views.zarr"):
             raise ValueError(f"--out {args.out} holds the input {path}, which the run would overwrite with its "
                              f"{name}; give another --out")
-    for path in inputs:
-        source = path.resolve()
+    for source, path in inputs.items():
         if source.is_dir() and (source == out or source in out.parents):
             raise ValueError(f"--out {args.out} is inside the input {path}, which the run would change; give an --out "
                              "outside it")

@@ -79,7 +79,8 @@ def check_worker_memory() -> None:
     small = [limit for limit in limits if 0 < limit < WORKER_MEMORY_MIN]
     if small:
         raise ValueError(f"{len(small)} of the {len(limits)} Dask workers have a memory_limit of "
-                         f"{min(small) / 2**20:.0f} MiB, below the {WORKER_MEMORY_MIN // 2**20} MiB a worker needs (about 200 MB once "
+                         f"{min(small) / 2**20:.0f} MiB, below the {WORKER_MEMORY_MIN // 2**20} MiB a worker needs "
+                         "(about 200 MB once "
                          "onmsc-dask's modules are imported; a worker above 80% of its limit is paused, above 95% "
                          "restarted, and the fit would not finish); start them with memory_limit='1GiB' or more")
 

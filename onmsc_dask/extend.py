@@ -24,8 +24,9 @@ from .cluster import again_on_lost_data, scattered
 from .rows import read_rows
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
-from .validation import (SCALE_EXPONENT, check_finite, check_int, check_known_shape, check_landmarks, check_same_rows,
-                         default_n_landmarks, numeric_objects, rows_where, view_label, view_list)
+from .validation import (SCALE_EXPONENT, check_column_names, check_finite, check_int, check_known_shape,
+                         check_landmarks, check_same_rows, default_n_landmarks, numeric_objects, rows_where, view_label,
+                         view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
 
@@ -268,7 +269,7 @@ def _map_store(ext: Extension, store, method: str) -> np.ndarray:
 
 
 def apply(ext: Extension, views, method: str, n_features: list[int], names: list[str] | None = None,
-          storage_options: dict | None = None):
+          storage_options: dict | None = None, feature_names: list | None = None):
     """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out; row blocks on one thread per
     core), dask arrays (dask out, computed chunk by chunk, row-chunked like the first view; under a distributed
     client, computing it after a worker was lost with the model raises FutureCancelledError), or a MultiViewStore,
@@ -285,8 +286,10 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
         return again_on_lost_data(partial(_map_store, ext, views, method), method,
                                   f"call {method} again once the cluster is steady")
+    views = view_list(views, names)
+    check_column_names(views, feature_names, names)  # of pandas tables, before they become arrays
     views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-                         for X in view_list(views, names)], n_features, names)
+                         for X in views], n_features, names)
     if any(isinstance(X, da.Array) for X in views):
         views = [X if isinstance(X, da.Array) else da.from_array(X) for X in views]
         rows = views[0].chunks[0]

@@ -368,7 +368,6 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
     (k-means would repeat centres), so there can be fewer landmarks than asked. k-means runs on one thread, as in a
     Dask worker process (OMP_NUM_THREADS=1): its sums depend on the thread count, and the landmarks, the anchor
     graph's ties and so the labels with them, were not the same on the threaded scheduler and on worker processes."""
-    from sklearn.cluster import KMeans
     from threadpoolctl import threadpool_limits
 
     if init not in LANDMARK_INITS:
@@ -377,21 +376,25 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
         raise ValueError("standardized landmarks need the whole view's column_scale, not the sample's")
     sparse = sp.issparse(samples[0])
     sample = _prepare(sp.vstack(samples, format="csr") if sparse else np.concatenate(samples), metric, scale)
-    if sparse:
-        ids = row_ids(sample)
-        first = np.unique(ids, return_index=True)[1]
-        with threadpool_limits(1):
-            centres = sample[first] if len(first) <= n_landmarks else sparse_kmeans(sample, n_landmarks, seed, init)
-    else:  # rows with distinct projections are distinct, so np.unique (0.17 s for 5,000 pixel rows) is rarely needed
-        projection = sample @ np.random.default_rng(0).standard_normal(sample.shape[1])
-        distinct = sample if len(np.unique(projection)) > n_landmarks else np.unique(sample, axis=0)
-        if len(distinct) <= n_landmarks:
-            centres = distinct
-        else:
-            with threadpool_limits(1):
-                centres = KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed).fit(
-                    sample).cluster_centers_
+    with threadpool_limits(1):
+        centres = _centres(sample, n_landmarks, seed, init)
     return _prepare(centres, "cosine") if metric in UNIT_ROW_METRICS else centres
+
+
+def _centres(sample: np.ndarray | sp.csr_matrix, n_landmarks: int, seed: int | None,
+             init: str) -> np.ndarray | sp.csr_matrix:
+    """landmark_centres' k-means centres of the prepared sample, or its distinct rows when they are few."""
+    from sklearn.cluster import KMeans
+
+    if sp.issparse(sample):
+        first = np.unique(row_ids(sample), return_index=True)[1]
+        return sample[first] if len(first) <= n_landmarks else sparse_kmeans(sample, n_landmarks, seed, init)
+    # rows with distinct projections are distinct, so np.unique (0.17 s for 5,000 pixel rows) is rarely needed
+    projection = sample @ np.random.default_rng(0).standard_normal(sample.shape[1])
+    distinct = sample if len(np.unique(projection)) > n_landmarks else np.unique(sample, axis=0)
+    if len(distinct) <= n_landmarks:
+        return distinct
+    return KMeans(n_landmarks, init=init, n_init=1, max_iter=50, random_state=seed).fit(sample).cluster_centers_
 
 
 def sparse_kmeans(X: sp.csr_matrix, k: int, seed: int | None, init: str = "random",

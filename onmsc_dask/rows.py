@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .cluster import scattered
+from .validation import float_dtype
 
 #: rows per chunk of in-memory views (numpy, scipy.sparse)
 CHUNK_ROWS = 8192
@@ -36,7 +37,7 @@ def read_rows(block: Any) -> np.ndarray | sp.csr_matrix:
     """A row chunk's rows (a StoredRows is read here, on the worker; other chunks arrive as data), integer, boolean
     and float16 values as float64 (squared norms of uint8 rows wrapped around), float32 and float64 as they are."""
     rows = block.read() if isinstance(block, StoredRows) else block
-    return rows if rows.dtype in (np.float32, np.float64) else rows.astype(np.float64)
+    return rows.astype(float_dtype(rows.dtype), copy=False)
 
 
 @dataclass

@@ -35,8 +35,8 @@ from dask.system import CPU_COUNT
 
 from .cluster import active_client
 from .location import Location, location, unreachable
-from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, rows_where,
-                         user_warning, view_label, view_list)
+from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, float_dtype,
+                         rows_where, user_warning, view_label, view_list)
 
 __all__ = ["MultiViewStore", "as_labels"]
 
@@ -711,7 +711,7 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    old = path.with_name(path.name + ".onmsc-dask-old")  # renames only: the old store stays whole until the new one is in
+    old = path.with_name(path.name + ".onmsc-dask-old")  # renames only: the old store stays whole till the new is in
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():
         path.rename(old)
@@ -774,14 +774,9 @@ def _replace_url(target: Location, overwrite: bool, write: Callable[[Location], 
 # ------------------------------------------------------------------- writing
 
 
-def _store_dtype(dtype: np.dtype) -> np.dtype:
-    """float32/float64 are kept, every other numeric dtype is stored as float64."""
-    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
-
-
 def _default_chunk_rows(views: list[ViewInput], n: int) -> int:
     def row_bytes(view: ViewInput) -> int:
-        itemsize = _store_dtype(view.dtype).itemsize
+        itemsize = float_dtype(view.dtype).itemsize
         if sp.issparse(view):
             return math.ceil(view.nnz / n) * (itemsize + 8)
         return view.shape[1] * itemsize
@@ -792,7 +787,7 @@ def _default_chunk_rows(views: list[ViewInput], n: int) -> int:
 
 def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, label: str) -> None:
     """Write `view` in row chunks, raising naming `label` on NaN or infinite values (each chunk checked once)."""
-    dtype = _store_dtype(view.dtype)
+    dtype = float_dtype(view.dtype)
     if sp.issparse(view):
         view = sp.csr_matrix(view)
         if not view.has_canonical_format:  # one entry per position, on a copy (never the caller's matrix)

@@ -158,6 +158,12 @@ def _text_hint(texts: np.ndarray) -> str:
     return " (categories: encode them as numbers first, e.g. pandas.get_dummies(table) for one 0/1 column per category)"
 
 
+def float_dtype(dtype: np.dtype) -> np.dtype:
+    """float32 and float64 as they are, every other numeric dtype as float64 (uint8 squared norms wrap around): how
+    stores hold views and the anchor chain reads them."""
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
 def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
     """A 2-D object array as float64: text is refused as the text dtypes are (not converted), and missing values
     (None, pd.NA, pd.NaT) are named with their rows as NaN is."""
