@@ -208,15 +208,15 @@ class MultiViewStore:
 
         Dense float32/float64 views keep their dtype, other numeric views become float64;
         sparse views are stored as CSR. Dask arrays are written block by block, never
-        computed whole, but for a dask array of scipy.sparse chunks, gathered as one CSR matrix (its non-zeros: it was
-        written as a dense array); NaN or infinite values are an error. `chunk_rows` defaults to
+        computed whole, but for a dask array of scipy.sparse chunks (its `_meta`, or else its first block, tells),
+        gathered as one CSR matrix (its non-zeros: it was written as a dense array); NaN or infinite values are an error. `chunk_rows` defaults to
         ~32 MB chunks for the widest view, at least 1024 rows, at most n. The store is
         written next to `path` and replaces it only when complete: a failed create leaves
         `path` as it was, and dask views of the store being replaced are read before it goes. `path` may be an
         fsspec URL with `storage_options`, as for opening.
         """
         path = location(path, storage_options)
-        views = [sp.csr_matrix(v.compute()) if isinstance(v, da.Array) and sp.issparse(v._meta) else
+        views = [sp.csr_matrix(v.compute()) if isinstance(v, da.Array) and _sparse_chunks(v) else
                  v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v)
                  for v in view_list(views, view_names, y)]
         names = check_view_names(view_names, len(views))
@@ -783,6 +783,12 @@ def _default_chunk_rows(views: list[ViewInput], n: int) -> int:
 
     widest = max(max(row_bytes(v) for v in views), 1)
     return min(n, max(_MIN_CHUNK_ROWS, _CHUNK_BYTES // widest))
+
+
+def _sparse_chunks(view: da.Array) -> bool:
+    """Whether a dask array holds scipy.sparse chunks: its `_meta` says so, or, when that is dense, its first block
+    (arrays made with map_blocks or from_delayed often keep a dense `_meta` over sparse chunks)."""
+    return sp.issparse(view._meta) or (view.size > 0 and sp.issparse(view.blocks[(0,) * view.ndim].compute()))
 
 
 def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, label: str) -> None:

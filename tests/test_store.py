@@ -469,8 +469,9 @@ def test_a_dask_array_of_sparse_chunks_is_stored_as_csr(tmp_path):
     the in-memory matrix is (it was written as a dense array: `ValueError: setting an array element with a
     sequence` deep in zarr, so ONMSC(cache=...) failed on such a view)."""
     X = sp.random(300, 2000, density=0.003, format="csr", random_state=0)
-    lazy = da.concatenate([da.from_delayed(dask.delayed(lambda s: X[s:s + 100])(s), shape=(100, 2000), dtype=float,
-                                           meta=sp.csr_matrix((0, 0))) for s in range(0, 300, 100)])
-    store = MultiViewStore.create(tmp_path / "s.zarr", [lazy, np.ones((300, 2))])
-    assert store.is_sparse(0) and not store.is_sparse(1)
-    assert (store.read_view(0) != X).nnz == 0
+    for i, meta in enumerate([sp.csr_matrix((0, 0)), np.empty((0, 0))]):  # a dense _meta over sparse chunks too
+        lazy = da.concatenate([da.from_delayed(dask.delayed(lambda s: X[s:s + 100])(s), shape=(100, 2000),
+                                               dtype=float, meta=meta) for s in range(0, 300, 100)])
+        store = MultiViewStore.create(tmp_path / f"s{i}.zarr", [lazy, np.ones((300, 2))])
+        assert store.is_sparse(0) and not store.is_sparse(1)
+        assert (store.read_view(0) != X).nnz == 0
