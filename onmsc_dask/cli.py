@@ -318,22 +318,23 @@ OUTPUTS = ("views.zarr", "report.json", "report.html", "convergence.png", "label
 
 
 def _check_out(args: argparse.Namespace) -> None:
-    """--out neither holds an input under a name the run writes, itself or through a symbolic link (but DIR/views.zarr
-    given as --data, which the run uses as it is), nor lies inside an input directory or store (the run would change
-    the input it is given)."""
+    """--out neither holds an input (or a file inside an input directory) under a name the run writes, itself or
+    through a symbolic link (but DIR/views.zarr given as --data, which the run uses as it is), nor lies inside an
+    input directory or store (the run would change the input it is given)."""
     out = args.out.resolve()
     given = _given_store(args)
     inputs = {p.resolve(): p for p in [*(args.data or []), *([args.labels] if args.labels is not None else [])]
               if isinstance(p, Path)}  # not a URL
-    for name in OUTPUTS:
-        path = inputs.get((args.out / name).resolve())
-        if path is not None and not (path == given and name == "views.zarr"):
-            raise ValueError(f"--out {args.out} holds the input {path}, which the run would overwrite with its "
-                             f"{name}; give another --out")
     for source, path in inputs.items():
         if source.is_dir() and (source == out or source in out.parents):
             raise ValueError(f"--out {args.out} is inside the input {path}, which the run would change; give an --out "
                              "outside it")
+    for name in OUTPUTS:
+        target = (args.out / name).resolve()
+        path = next((path for source, path in inputs.items() if source == target or source in target.parents), None)
+        if path is not None and not (path == given and name == "views.zarr"):
+            raise ValueError(f"--out {args.out} holds the input {path}, or a file inside it, which the run would "
+                             f"overwrite with its {name}; give another --out")
 
 
 def _given_store(args: argparse.Namespace) -> Path | None:

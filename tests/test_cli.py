@@ -618,14 +618,14 @@ def test_an_out_that_would_overwrite_or_change_an_input_is_refused(tmp_path, cap
     for labels in ("labels.csv", "labels.npy"):
         assert main(["run", "--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--labels",
                      str(tmp_path / labels), "--out", str(tmp_path)]) == 2
-        assert (f"--out {tmp_path} holds the input {tmp_path / labels}, which the run would overwrite with its "
-                f"{labels}; give another --out") in capsys.readouterr().err
+        assert (f"--out {tmp_path} holds the input {tmp_path / labels}, or a file inside it, which the run would "
+                f"overwrite with its {labels}; give another --out") in capsys.readouterr().err
     (tmp_path / "linked").mkdir()
     (tmp_path / "linked" / "labels.csv").symlink_to(tmp_path / "labels.csv")  # written through, it would be lost
     assert main(["run", "--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--labels",
                  str(tmp_path / "linked" / "labels.csv"), "--out", str(tmp_path / "linked")]) == 2
-    assert f"holds the input {tmp_path / 'linked' / 'labels.csv'}, which the run would overwrite with its labels.csv" \
-        in capsys.readouterr().err
+    assert (f"holds the input {tmp_path / 'linked' / 'labels.csv'}, or a file inside it, which the run would "
+            "overwrite with its labels.csv") in capsys.readouterr().err
     assert main(["run", "--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--labels",
                  str(tmp_path / "labels.csv"), "--out", str(tmp_path / "linked")]) == 2  # the link's target given
     assert "which the run would overwrite with its labels.csv" in capsys.readouterr().err
@@ -634,8 +634,14 @@ def test_an_out_that_would_overwrite_or_change_an_input_is_refused(tmp_path, cap
     assert (f"--out {tmp_path / 's.zarr' / 'run'} is inside the input {tmp_path / 's.zarr'}, which the run would "
             "change; give an --out outside it") in capsys.readouterr().err
     assert not (tmp_path / "s.zarr" / "run").exists()
+    (tmp_path / "into").mkdir()  # a link from --out to a file inside the input store: written through, it was lost
+    (tmp_path / "into" / "labels.csv").symlink_to(tmp_path / "s.zarr" / "zarr.json")
+    assert main(["run", "--data", str(tmp_path / "s.zarr"), "--out", str(tmp_path / "into")]) == 2
+    assert (f"--out {tmp_path / 'into'} holds the input {tmp_path / 's.zarr'}, or a file inside it, which the run "
+            "would overwrite with its labels.csv") in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == files
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, "linked", "s.zarr"]) and store.stages() == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, "into", "linked", "s.zarr"])
+    assert store.stages() == {} and [p.name for p in (tmp_path / "into").iterdir()] == ["labels.csv"]
     assert [p.name for p in (tmp_path / "linked").iterdir()] == ["labels.csv"]
     store.copy(tmp_path / "out" / "views.zarr")
     assert main(["run", "--data", str(tmp_path / "out" / "views.zarr"), "--out", str(tmp_path / "out"),
