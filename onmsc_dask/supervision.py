@@ -207,9 +207,21 @@ class StoreLock:
 
 
 def _lock_content() -> str:
-    """A lock's content: this process's PID and host, and the time it started to hold it."""
-    return json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                       "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+    """A lock's content: this process's PID, its start (_process_start) and host, and the time it started to hold
+    it."""
+    return json.dumps({"pid": os.getpid(), "process_start": _process_start(os.getpid()),
+                       "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+
+
+def _process_start(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since this host booted (Linux's /proc/PID/stat, field 22), with
+    the boot's id: a PID used again (a container's PID 1 after a restart) has another; None where that is unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    return f"{boot}:{stat.rsplit(')', 1)[1].split()[19]}"
 
 
 def _parsed(content: str | bytes) -> dict:
@@ -222,8 +234,14 @@ def _parsed(content: str | bytes) -> dict:
 
 
 def _live(holder: dict) -> bool:
-    """Whether the run holding a lock may still run: on another host, or a process of this host that runs."""
-    return holder.get("host") != socket.gethostname() or _running(holder.get("pid"))
+    """Whether the run holding a lock may still run: on another host, or a process of this host that runs and, where
+    both starts are known, started when the lock's did (else its PID was used again)."""
+    if holder.get("host") != socket.gethostname():
+        return True
+    if not _running(holder.get("pid")):
+        return False
+    start = holder.get("process_start")
+    return start is None or _process_start(holder["pid"]) in (None, start)
 
 
 def _holder_text(holder: dict) -> str:

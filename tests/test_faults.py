@@ -291,8 +291,8 @@ def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monke
 def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     """A second run into the --out of a running one (a real process) fails with one line naming it, and the first
     ends as if alone (both used to exit 0, the later one silently replacing the earlier one's results, and they
-    shared views.zarr.onmsc-dask-partial); a lock left by a process that no longer runs on this host is taken over with a
-    warning; a lock from another host is kept."""
+    shared views.zarr.onmsc-dask-partial); a lock left by a process that no longer runs on this host (or whose PID now
+    belongs to a process started later) is taken over with a warning; a lock from another host is kept."""
     out = tmp_path / "out"
     argv = ["run", "--dataset", "digits", "--out", str(out), "--scheduler", one_worker.address]
     first = subprocess.Popen([sys.executable, "-m", "onmsc_dask", *argv], stdout=subprocess.PIPE,
@@ -316,6 +316,13 @@ def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert f"onmsc-dask: warning: {lock}: taking over the lock of PID" in err and "no longer runs on this host" in err
+    assert not lock.exists()
+    # its PID used again, here by this very process (a container's PID 1 killed and started again): the lock was
+    # judged live, and the same command refused to run until the lock was deleted by hand
+    lock.write_text(json.dumps({"pid": os.getpid(), "process_start": "an earlier boot:1", "host": socket.gethostname(),
+                                "started": "then"}))
+    assert main(argv) == 0
+    assert f"taking over the lock of PID {os.getpid()} (started then)" in capsys.readouterr().err
     assert not lock.exists()
     lock.write_text(json.dumps({"pid": os.getpid(), "host": "elsewhere", "started": "now"}))
     assert main(argv) == 2
