@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import platform
@@ -34,6 +35,7 @@ import numpy as np
 
 from .cluster import SCHEDULER_CONFIG
 from .datasets import DATASETS
+from .outputs import RUN_FILES, labels_files, write_run_files
 from .progress import Progress, counted
 from .validation import SEED_MAX
 
@@ -314,7 +316,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 #: what a run writes into --out
-OUTPUTS = ("views.zarr", "report.json", "report.html", "convergence.png", "labels.npy", "labels.csv")
+OUTPUTS = ("views.zarr", *RUN_FILES)
 
 
 def _check_out(args: argparse.Namespace) -> None:
@@ -632,7 +634,7 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
     from .metrics import evaluate
     from .location import Location
     from .supervision import ClusterWatch, StoreLock, worker_count
-    from .report import cluster_sizes, scores_line, sizes_line, write_labels, write_report
+    from .report import cluster_sizes, report_files, scores_line, sizes_line
 
     timings = {}
     workers = args.workers or DEFAULT_WORKERS
@@ -692,11 +694,11 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
             for name, value in values.items():
                 store.write_result(stage, name, value, params)
             store.mark_complete(stage)
-        write_labels(args.out, fit["labels"])
         report = _report(args, store, source, fit, metrics, timings | {"total": time.perf_counter() - log.start},
                          None if args.scheduler else workers, n_workers, shown)
-        (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-        write_report(args.out, _page(store, source, fit, report, args.random_state))
+        write_run_files(args.out, {"report.json": (json.dumps(report, indent=2) + "\n").encode(),
+                                   **report_files(_page(store, source, fit, report, args.random_state)),
+                                   **labels_files(fit["labels"])})
     log(f"wrote {args.out / 'report.json'}, report.html, convergence.png, labels.npy, labels.csv")
     print(sizes_line(cluster_sizes(fit["labels"], n_clusters)))  # once the results are on disk
     if metrics:
@@ -782,7 +784,8 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input or no scheduler, 1 the cluster
-    lost the computation or the --data URL store could not be reached, 130 interrupted, 143 terminated)."""
+    lost the computation, the --data URL store could not be reached or a disk is full, 130 interrupted, 143
+    terminated)."""
     args = build_parser().parse_args(argv)
     from distributed.client import ClosedClientError
 
@@ -794,6 +797,10 @@ def main(argv: list[str] | None = None) -> int:
             with log.watch():
                 run(args, log)
         except (ValueError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                print(f"onmsc-dask: error: no space left on the device of {exc.filename or args.out} (writing the run);"
+                      f" {_resume_hint(args, 'free space, then ')}", file=sys.stderr)
+                return EXIT_CLUSTER_LOST
             print(f"onmsc-dask: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ClusterLost as exc:  # no worker left, or no scheduler, for longer than supervision allows

@@ -12,7 +12,6 @@ import base64
 import html
 import io
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,14 +60,6 @@ class RunPage:
 def cluster_sizes(labels: np.ndarray, n_clusters: int) -> list[int]:
     """Samples per cluster 0..k-1."""
     return np.bincount(np.asarray(labels), minlength=n_clusters).tolist()
-
-
-def write_labels(out: Path, labels: np.ndarray) -> None:
-    """``labels.npy`` and ``labels.csv`` (header ``sample,cluster``, one row per sample) in `out`."""
-    labels = np.asarray(labels)
-    np.save(out / "labels.npy", labels)
-    np.savetxt(out / "labels.csv", np.column_stack([np.arange(len(labels)), labels]), fmt="%d", delimiter=",",
-               header="sample,cluster", comments="")
 
 
 def sizes_line(sizes: list[int]) -> str:
@@ -308,11 +299,10 @@ def _fused(page: RunPage, p: int) -> str:
     return f"no: {said or LEFT_OUT['before' if p in page.left_out_views else 'fusion']}"
 
 
-def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None) -> None:
-    """``report.html`` for `page` and ``convergence.png`` (its objective figure) in `out`; `pngs`: figures(page),
-    when they are rendered already."""
+def report_files(page: RunPage, pngs: dict[str, bytes] | None = None) -> dict[str, bytes]:
+    """``report.html`` for `page` and ``convergence.png`` (its objective figure); `pngs`: figures(page), when they
+    are rendered already."""
     pngs = figures(page) if pngs is None else pngs
-    (out / "convergence.png").write_bytes(pngs["objective"])
     k = _n_clusters(page)
     sizes = cluster_sizes(page.labels, k)
     views = _table(["view", "dimension", "metric", "weight μ", "fused"],
@@ -360,9 +350,9 @@ def write_report(out: Path, page: RunPage, pngs: dict[str, bytes] | None = None)
              "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right;overflow-wrap:anywhere}"
              "td:first-child,th:first-child{text-align:left;max-width:40em}li{overflow-wrap:anywhere}"
              "img{max-width:100%}")
-    (out / "report.html").write_text(
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
-        f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n", encoding="utf-8")
+    text = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
+            f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
+    return {"report.html": text.encode("utf-8"), "convergence.png": pngs["objective"]}
 
 
 def image_view(metadata: dict) -> tuple[int, tuple[int, int]] | None:

@@ -208,15 +208,15 @@ class MultiViewStore:
 
         Dense float32/float64 views keep their dtype, other numeric views become float64;
         sparse views are stored as CSR. Dask arrays are written block by block, never
-        computed whole, but for a dask array of scipy.sparse chunks (its `_meta`, or else its first block, tells),
-        gathered as one CSR matrix (its non-zeros: it was written as a dense array); NaN or infinite values are an error. `chunk_rows` defaults to
-        ~32 MB chunks for the widest view, at least 1024 rows, at most n. The store is
+        computed whole, but for a dask array of scipy.sparse chunks, gathered as one CSR matrix (its non-zeros: it was
+        written as a dense array; such chunks under a dense `_meta` are an error); NaN or infinite values are an
+        error. `chunk_rows` defaults to ~32 MB chunks for the widest view, at least 1024 rows, at most n. The store is
         written next to `path` and replaces it only when complete: a failed create leaves
         `path` as it was, and dask views of the store being replaced are read before it goes. `path` may be an
         fsspec URL with `storage_options`, as for opening.
         """
         path = location(path, storage_options)
-        views = [sp.csr_matrix(v.compute()) if isinstance(v, da.Array) and _sparse_chunks(v) else
+        views = [sp.csr_matrix(v.compute()) if isinstance(v, da.Array) and sp.issparse(v._meta) else
                  v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v)
                  for v in view_list(views, view_names, y)]
         names = check_view_names(view_names, len(views))
@@ -259,8 +259,7 @@ class MultiViewStore:
         if target == source or source in target.parents or target in source.parents:
             raise ValueError(f"cannot copy store {self.path} to {path}: the target is the store, inside it or "
                              "contains it")
-        _write_then_replace(path, overwrite, lambda partial: shutil.copytree(
-            source, partial, ignore=None if stages else lambda d, names: ["stages"] if Path(d) == source else []))
+        _write_then_replace(path, overwrite, lambda partial: _copy_files(source, partial, stages))
         return MultiViewStore(path)
 
     # ------------------------------------------------------------------ views
@@ -699,6 +698,19 @@ def _prepare_target(path: Path, overwrite: bool) -> None:
 PARTIAL = ".onmsc-dask-partial"
 
 
+def _copy_files(source: Path, target: Path, stages: bool) -> None:
+    """Copy the files of the directory `source` (but its stages unless `stages`) to a new `target`, the first failure
+    raised as it is (shutil.copytree copies on and raises one error listing every failed file: a full disk made a
+    1,300-character line)."""
+    for folder, folders, files in os.walk(source, followlinks=True):
+        here = target / Path(folder).relative_to(source)
+        here.mkdir(parents=True)
+        if not stages and Path(folder) == source and "stages" in folders:
+            folders.remove("stages")
+        for name in files:
+            shutil.copy2(Path(folder) / name, here / name)
+
+
 def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], None]) -> None:
     """Run `write` on `path`.onmsc-dask-partial, then replace `path` with it; on failure remove it and leave `path` as
     it was (no half-written store opens, and the inputs of `write` may be read from `path`). Only names no user picks
@@ -785,12 +797,6 @@ def _default_chunk_rows(views: list[ViewInput], n: int) -> int:
     return min(n, max(_MIN_CHUNK_ROWS, _CHUNK_BYTES // widest))
 
 
-def _sparse_chunks(view: da.Array) -> bool:
-    """Whether a dask array holds scipy.sparse chunks: its `_meta` says so, or, when that is dense, its first block
-    (arrays made with map_blocks or from_delayed often keep a dense `_meta` over sparse chunks)."""
-    return sp.issparse(view._meta) or (view.size > 0 and sp.issparse(view.blocks[(0,) * view.ndim].compute()))
-
-
 def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, label: str) -> None:
     """Write `view` in row chunks, raising naming `label` on NaN or infinite values (each chunk checked once)."""
     dtype = float_dtype(view.dtype)
@@ -808,6 +814,9 @@ def _write_view(group: zarr.Group, name: str, view: ViewInput, chunk_rows: int, 
                                dimension_names=["sample", f"feature{name.split('/')[-1]}"])  # as xarray reads them
 
     def finite(block: np.ndarray, start: int) -> np.ndarray:
+        if sp.issparse(block):  # seen only here: probing a chunk first would compute it twice
+            raise TypeError(f"{label}: its dask chunks are scipy.sparse matrices under a dense meta; make it with "
+                            "meta=scipy.sparse.csr_matrix((0, 0)) (da.from_delayed, map_blocks) to store it as CSR")
         check_finite(block, label, first_row=start)
         return block
 

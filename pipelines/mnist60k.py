@@ -22,6 +22,7 @@ modules (FIT_MODULES) and starts the cluster; the functions that need those modu
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import gc
 import importlib
@@ -432,7 +433,8 @@ def main(argv: list[str] | None = None) -> dict:
         built = start_build(args, cluster)
         for name in FIT_MODULES:
             importlib.import_module(name)
-        from onmsc_dask.report import figures, scores_line, sizes_line, write_labels, write_report
+        from onmsc_dask.outputs import labels_files, write_run_files
+        from onmsc_dask.report import figures, report_files, scores_line, sizes_line
 
         stack.enter_context(blas_threads(args))
         if client is None:
@@ -451,12 +453,12 @@ def main(argv: list[str] | None = None) -> dict:
                 for p in range(store.n_views)]
             run_page = page(store, result, report)
             pngs = figures(run_page)
-            write_labels(args.out, result.labels)
+            labels = labels_files(result.labels)
             report["single_view_scores"] = run_page.single_view_scores = None if scores is None else {
                 name: future.result() for name, future in zip(store.view_names, scores)}
         report["warnings"] = run_page.warnings = list(shown)
-        (args.out / "report.json").write_text(json.dumps(report, indent=2))
-        write_report(args.out, run_page, pngs)
+        write_run_files(args.out, {"report.json": json.dumps(report, indent=2).encode(),
+                                   **report_files(run_page, pngs), **labels})
         log(f"wrote {args.out / 'report.html'}")
     print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
@@ -509,7 +511,9 @@ if __name__ == "__main__":
     except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
         resume = ("; the same command resumes after the last finished stage (with --scheduler, once the scheduler and "
                   "its workers are restarted: `dask worker` exits with its scheduler)"
-                  if isinstance(exc, CancelledError) else "")
+                  if isinstance(exc, CancelledError) else
+                  "; free space, then the same command resumes after the last finished stage"
+                  if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) else "")
         sys.exit(f"mnist60k: error: {one_line(exc)}{resume}")
     except KeyboardInterrupt:  # Ctrl-C: one line, as onmsc-dask run's
         print("mnist60k: interrupted; the store keeps the stages finished before, and the same command resumes after "

@@ -866,3 +866,37 @@ def test_an_input_file_of_the_same_size_and_time_but_other_content_is_new_input(
     assert not np.array_equal(np.load(out / "labels.npy"), first)
     assert main(command) == 0  # unchanged since: resumed
     assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks" in capsys.readouterr().err
+
+
+def test_a_full_disk_while_the_results_are_written_is_one_line_and_leaves_no_earlier_result(tmp_path, scheduler,
+                                                                                          capsys, monkeypatch):
+    """A full disk (or a kill) while a rerun wrote its results left its new labels beside the earlier run's report,
+    and the disk's error was a bare `[Errno 28] No space left on device`, exit 2, saying neither what was kept nor how
+    to go on. Now: no file of the earlier run is left, and one line says to free space and run the command again."""
+    import errno
+    from pathlib import Path
+
+    views, y = _blobs()
+    np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
+    out = tmp_path / "out"
+    run = ["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(out), "--scheduler", scheduler, "--quiet"]
+    assert main(run) == 0
+    capsys.readouterr()
+    real = Path.replace
+
+    def full(self, target):
+        if Path(target).name == "labels.npy":  # the report's files are in place
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "replace", full)
+    assert main([*run, "--n-clusters", "4"]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the stage lines
+    assert len(err) == 1 and err[0].startswith(f"onmsc-dask: error: no space left on the device of {out} (writing "
+                                               f"the run); {out / 'views.zarr'} ")
+    assert err[0].endswith("is kept (no stage finished); free space, then run the same command again to reuse it")
+    assert sorted(p.name for p in out.iterdir()) == ["convergence.png", "report.html", "report.json", "views.zarr"]
+    assert len(json.loads((out / "report.json").read_text())["cluster_sizes"]) == 4
+    monkeypatch.setattr(Path, "replace", real)
+    assert main([*run, "--n-clusters", "4"]) == 0
+    assert len(np.unique(np.load(out / "labels.npy"))) == 4

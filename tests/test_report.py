@@ -145,7 +145,8 @@ def test_the_map_colours_each_cluster_as_its_matched_class_when_k_differs_from_t
 def test_the_views_table_says_why_a_view_has_no_weight(tmp_path):
     """A view left out showed every possible reason (the warning said which), a fused view of weight 0 only 'yes',
     and a tolerance of 1e-4 read 0.00."""
-    from onmsc_dask.report import RunPage, write_report
+    from onmsc_dask.outputs import write_run_files
+    from onmsc_dask.report import RunPage, report_files
 
     labels = np.repeat(np.arange(3), 10)
     said = "view 2 ('c'): shares no cluster structure with any other view (…); it is left out of the fusion"
@@ -154,7 +155,7 @@ def test_the_views_table_says_why_a_view_has_no_weight(tmp_path):
                    related_views=np.array([True, True, False]), objective=np.ones(2),
                    readout=np.random.default_rng(0).normal(size=(30, 3)), warnings=[said],
                    facts={"parameters": {"tol": 1e-4}})
-    write_report(tmp_path, page)
+    write_run_files(tmp_path, report_files(page))
     text = (tmp_path / "report.html").read_text()
     cells = re.findall(r"<td>(yes[^<]*|no:[^<]*)</td>", text)
     assert cells == ["yes", "yes, with μ = 0 (the fusion&#x27;s weight step gives it none)",

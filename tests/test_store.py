@@ -469,9 +469,38 @@ def test_a_dask_array_of_sparse_chunks_is_stored_as_csr(tmp_path):
     the in-memory matrix is (it was written as a dense array: `ValueError: setting an array element with a
     sequence` deep in zarr, so ONMSC(cache=...) failed on such a view)."""
     X = sp.random(300, 2000, density=0.003, format="csr", random_state=0)
-    for i, meta in enumerate([sp.csr_matrix((0, 0)), np.empty((0, 0))]):  # a dense _meta over sparse chunks too
-        lazy = da.concatenate([da.from_delayed(dask.delayed(lambda s: X[s:s + 100])(s), shape=(100, 2000),
-                                               dtype=float, meta=meta) for s in range(0, 300, 100)])
-        store = MultiViewStore.create(tmp_path / f"s{i}.zarr", [lazy, np.ones((300, 2))])
-        assert store.is_sparse(0) and not store.is_sparse(1)
-        assert (store.read_view(0) != X).nnz == 0
+    lazy = [da.concatenate([da.from_delayed(dask.delayed(lambda s: X[s:s + 100])(s), shape=(100, 2000), dtype=float,
+                                            meta=meta) for s in range(0, 300, 100)])
+            for meta in (sp.csr_matrix((0, 0)), np.empty((0, 0)))]
+    store = MultiViewStore.create(tmp_path / "s.zarr", [lazy[0], np.ones((300, 2))])
+    assert store.is_sparse(0) and not store.is_sparse(1)
+    assert (store.read_view(0) != X).nnz == 0
+    # under a dense meta (not known before a chunk is computed): one error naming the view and the fix
+    with pytest.raises(TypeError, match=r"^view 1 \('view1'\): its dask chunks are scipy.sparse matrices under a "
+                                        r"dense meta; make it with meta=scipy.sparse.csr_matrix\(\(0, 0\)\)"):
+        MultiViewStore.create(tmp_path / "t.zarr", [np.ones((300, 2)), lazy[1]])
+    assert not (tmp_path / "t.zarr").exists()
+
+
+def test_a_copy_that_fails_raises_its_first_error_and_leaves_nothing(tmp_path, rng, monkeypatch):
+    """A full disk while a store is copied (the CLI copies a given store into --out) was shutil.Error's list of every
+    failed file, a 1,300-character line; it is the first failure itself, and the partial copy is removed."""
+    import errno
+    import shutil
+
+    from onmsc_dask import store as store_module
+
+    store = MultiViewStore.create(tmp_path / "s.zarr", [rng.normal(size=(N, 3))], chunk_rows=10)
+    copies = []
+
+    def full(source, target):
+        copies.append(target)
+        if len(copies) >= 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return shutil.copy2(source, target)
+
+    monkeypatch.setattr(store_module.shutil, "copy2", full)
+    with pytest.raises(OSError) as raised:
+        store.copy(tmp_path / "c.zarr")
+    assert type(raised.value) is OSError and raised.value.errno == errno.ENOSPC and len(copies) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]

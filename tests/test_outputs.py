@@ -1,0 +1,39 @@
+import errno
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onmsc_dask.outputs import RUN_FILES, labels_files, write_run_files
+
+
+def test_run_files_replace_an_earlier_runs_as_one_set(tmp_path, monkeypatch):
+    """A run killed or out of disk while it wrote its files left new labels beside the earlier run's report (nothing
+    said which was which), or a truncated figure; an earlier run's files are now removed first and each new one is
+    written aside and renamed into place. A symbolic link among them is removed, never written through."""
+    for name in RUN_FILES:
+        (tmp_path / name).write_text("an earlier run")
+    (tmp_path / "labels.csv").unlink()
+    (tmp_path / "mine.csv").write_text("the user's")
+    (tmp_path / "labels.csv").symlink_to(tmp_path / "mine.csv")
+    files = {"report.json": json.dumps({"n_clusters": 2}).encode(), **labels_files(np.array([0, 1, 1]))}
+    real, renamed = Path.replace, []
+
+    def full(self, target):
+        renamed.append(Path(target).name)
+        if len(renamed) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "replace", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_run_files(tmp_path, files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "report.json"]
+    assert json.loads((tmp_path / "report.json").read_text()) == {"n_clusters": 2}
+    monkeypatch.setattr(Path, "replace", real)
+    write_run_files(tmp_path, files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.csv", "labels.npy", "mine.csv", "report.json"]
+    np.testing.assert_array_equal(np.load(tmp_path / "labels.npy"), [0, 1, 1])
+    assert (tmp_path / "labels.csv").read_text() == "sample,cluster\n0,0\n1,1\n2,1\n"
+    assert (tmp_path / "mine.csv").read_text() == "the user's" and not (tmp_path / "labels.csv").is_symlink()
