@@ -472,7 +472,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
             views, n_views = inputs, inputs.n_views if stored else len(inputs)
             kept = list(range(n_views))
         elif lazy:  # kNN graphs: each view loaded and checked by a task on a worker
-            report(f"reading the views: one Dask task per view{' (from the store)' * stored}")
+            report(f"reading the views: two Dask tasks per view, read and summarized{' (from the store)' * stored}")
             loaded, facts, kept = _load_on_workers(inputs, names, self.n_clusters)
             n_views = len(loaded)
         else:
@@ -578,7 +578,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         fused = LateFusionResult(self.embedding_, self.fusion_target_, self.view_weights_[used], fus["rotations"])
         self._extension_inputs_ = {"graphs": [(L, Z, m, self.n_nearest_landmarks, None)
                                               for L, Z, m in zip(r.landmarks, r.graphs, r.metrics)],
-                                   "scales": self._fusion_scales(), "fused": fused, "used": used}
+                                   "scales": self._fusion_scales(), "fused": fused, "used": used,
+                                   "basis": lab["refinement_basis"] if len(lab["refinement_basis"]) else None}
         self.timings_, self.computed_stages_, self.stage_parameters_ = r.timings, r.computed, params["labels"]
         return kept
 
@@ -615,8 +616,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         anchor = self.embedding_solver_ == "anchor"
         self.extension_ = None if any(parts["graphs"][p][1] is None for p in parts["used"]) else build_extension(
             parts["graphs"], self.view_embeddings_, parts["scales"], self.average_embedding_, parts["fused"],
-            parts["used"], self.lambda1_, self.labels_, self.n_clusters, anchor=anchor,
-            refined=self._refines() and anchor)
+            parts["used"], self.lambda1_, self.labels_, self.n_clusters, anchor=anchor, refined=parts.get("basis"))
         if not self.keep_intermediate:
             for name in INTERMEDIATE:
                 delattr(self, name)
@@ -713,8 +713,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         """The k-means labels refined on the related views' graphs (assign.refine_labels)."""
         t0, kmeans_labels = time.perf_counter(), self.labels_
         graphs = self._related_graphs()
-        self.labels_, trace = refine_labels(graphs, kmeans_labels, self.n_clusters,
-                                            anchor=self.embedding_solver_ == "anchor", tol=self.tol)
+        self.labels_, trace, _ = refine_labels(graphs, kmeans_labels, self.n_clusters,
+                                               anchor=self.embedding_solver_ == "anchor", tol=self.tol)
         self.refinement_objective_ = np.array(trace)
         self.timings_ = {**self.timings_, "refine": time.perf_counter() - t0}
         report(f"label refinement: {int(np.sum(self.labels_ != kmeans_labels))} samples moved in {len(trace) - 1} "

@@ -138,17 +138,20 @@ def _distances(state: _Partition, volume: np.ndarray, degrees: list[np.ndarray])
 
 
 def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters: int, *, anchor: bool = False,
-                  tol: float = 1e-4, max_iter: int = REFINE_MAX_ITER) -> tuple[np.ndarray, list[float]]:
+                  tol: float = 1e-4, max_iter: int = REFINE_MAX_ITER
+                  ) -> tuple[np.ndarray, list[float], np.ndarray | None]:
     """Labels that raise the views' summed normalized association N = sum_p sum_c assoc_p(c, c) / vol_p(c)
     (= sum_p (k - Ncut_p); each term is the discrete problem that Eq. 4's tr(H^T G_p H) relaxes), from ``labels``
     (0..k-1, not modified): batch assignment steps of weighted kernel k-means, whose objective is -N (Dhillon, Guan &
     Kulis 2004: kernels D_p^-1 A_p D_p^-1, weights D_p), kept while N increases and no cluster empties, until a step
     changes N by at most ``tol`` relatively (late fusion's stopping rule). ``graphs``: kNN affinities, or anchor
-    matrices Z with ``anchor``. Returns int64 labels and N before and after each kept step (docs/defaults.md)."""
+    matrices Z with ``anchor``. Returns int64 labels, N before and after each kept step (docs/defaults.md), and the
+    partition whose clusters the last kept step assigned the samples to (None when no step was kept): predict's
+    (extend.refinement_map), which then gives every fitted sample its label."""
     k, labels = n_clusters, _checked_labels(labels, n_clusters)
     products, degrees = _products_and_degrees(graphs, anchor, len(labels))
     state = _partition(products, degrees, labels, k)
-    trace, rows = [state.association], np.arange(len(labels))
+    trace, rows, basis = [state.association], np.arange(len(labels)), None
     for _ in range(max_iter):
         # sum_p d_p,i x (squared distance of sample i to cluster c's mean in view p's kernel space, less i's own term)
         volume = np.where(state.volume > 0, state.volume, np.inf)
@@ -161,8 +164,8 @@ def refine_labels(graphs: Sequence[sp.spmatrix], labels: np.ndarray, n_clusters:
         state = _partition(products, degrees, moved, k)
         if state.association <= trace[-1]:
             break
-        labels = moved
+        basis, labels = labels, moved
         trace.append(state.association)
         if converged(trace[-2], trace[-1], tol):
             break
-    return labels, trace
+    return labels, trace, basis

@@ -450,11 +450,14 @@ def _image_metadata(args: argparse.Namespace) -> dict:
 def _replacing(store_path: Path, why: str, log: _Log) -> None:
     """Say so, and why (_previous_store), when the run replaces an earlier run's store; one that no longer opens
     (its root metadata lost) is removed first, when zarr metadata in it shows a run wrote it."""
+    if store_path.is_symlink():
+        raise ValueError(f"{store_path} is a symbolic link, so it is not replaced; remove it or give another --out")
     if not store_path.exists():
         return
+    if not store_path.is_dir():
+        raise ValueError(f"{store_path} is not a store a run wrote (a file), so it is not replaced; move it away or "
+                         "give another --out")
     remove = why == NOT_WHOLE and any(store_path.iterdir())
-    if remove and store_path.is_symlink():
-        raise ValueError(f"{store_path} is a symbolic link, so it is not replaced; remove it or give another --out")
     if remove and not any((store_path / group / "zarr.json").is_file() for group in ("views", "labels", "stages")):
         raise ValueError(f"{store_path} is not a store a run wrote (no views, labels or stages group in it), so it is "
                          "not replaced; move it away or give another --out")

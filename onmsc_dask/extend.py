@@ -140,12 +140,13 @@ def polar_transform(T: np.ndarray) -> np.ndarray:
 
 def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int, np.ndarray | None]], H: np.ndarray,
                     scales: np.ndarray, F: np.ndarray, fused, used: np.ndarray, lambda1: float, labels: np.ndarray,
-                    k: int, anchor: bool, refined: bool) -> Extension:
+                    k: int, anchor: bool, refined: np.ndarray | None) -> Extension:
     """The Extension of a late fusion: ``graphs`` per view (landmarks, Z, metric, r, column scale or None), H
     (v, O, n, width) and the per-order scales its eigenvectors were fused with (v, O, width: eigenvalues^1/2, or
     ones), F, the fusion.LateFusionResult ``fused`` of the views ``used`` (indices), lambda1 and the final labels.
-    ``anchor``: the Z are the view graphs (exact maps), else regressions; ``refined``: predict by the refinement's
-    step."""
+    ``anchor``: the Z are the view graphs (exact maps), else regressions; ``refined``: the partition the label
+    refinement's last step assigned to (assign.refine_labels' basis), whose step predict takes, so that the fitted
+    rows get their labels; None: the nearest centre."""
     fit_map = anchor_map if anchor else regression_map
     F_map = fit_map(_average_anchor_matrix([graphs[p][1] for p in used]), F)
     offsets = np.cumsum([0] + [graphs[p][1].shape[1] for p in used])
@@ -158,7 +159,7 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int, np.n
             if o and not anchor:  # an anchor graph's H^(o) is H^(1)
                 M = fit_map(Z, H[p, o])
             P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]
-        views[p] = ViewExtension(landmarks, metric, r, P, refinement_map(Z, labels, k) if refined else None,
+        views[p] = ViewExtension(landmarks, metric, r, P, None if refined is None else refinement_map(Z, refined, k),
                                  scale)
     readout_target, to_embedding = fused.embedding.shape[1] > k, polar_transform(fused.target)
     R = normalize_rows(fused.target if readout_target else fused.embedding)

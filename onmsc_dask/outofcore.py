@@ -407,16 +407,18 @@ def _fusion(run: _Run, emb: dict[str, Any], k: int) -> dict[str, Any]:
 
 def _labels(run: _Run, fus: dict[str, Any], Zs: dict[str, Any], related: np.ndarray, k: int) -> dict[str, Any]:
     """Stage 5: k-means of the read-out, refined on the related views' anchor graphs (on the client, which holds
-    every Z: O(n r k) per move) when the run's ``refine`` is set."""
+    every Z: O(n r k) per move) when the run's ``refine`` is set, with the refinement's basis (assign.refine_labels;
+    empty when none)."""
     lp = run.params["labels"]
     labels, inertia = assign_labels(readout(fus["embedding"], fus["target"], k), k, n_init=lp["n_init"],
                                     random_state=run.seeds[-1])
-    trace = np.empty(0)
+    trace, basis = np.empty(0), None
     if lp["refine"]:
-        labels, steps = refine_labels([Zs[f"Z{p}"] for p in np.flatnonzero(related)], labels, k, anchor=True,
-                                      tol=lp["tol"])
+        labels, steps, basis = refine_labels([Zs[f"Z{p}"] for p in np.flatnonzero(related)], labels, k, anchor=True,
+                                             tol=lp["tol"])
         trace = np.array(steps)
-    return {"labels": labels, "refinement_objective": trace, "inertia": np.asarray(inertia)}
+    return {"labels": labels, "refinement_objective": trace, "inertia": np.asarray(inertia),
+            "refinement_basis": np.empty(0, np.int64) if basis is None else basis}
 
 
 def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest_landmarks: int, order: int,
@@ -488,7 +490,7 @@ def run_chain(rows: RowChunks, results: MultiViewStore | InMemory, n_clusters: i
                    [view_label(p, rows.view_names) for p in usable], labelled=True)
     fus = run.stage("fusion", ["embedding", "target", "rotations", "view_weights", "objective", "converged",
                                "settings"], lambda: _fusion(run, emb, k))
-    lab = run.stage("labels", ["labels", "refinement_objective", "inertia"],
+    lab = run.stage("labels", ["labels", "refinement_objective", "inertia", "refinement_basis"],
                     lambda: _labels(run, fus, Zs, related, k))
     return ChainResult([lm[f"L{p}"] for p in range(v)], metrics, [Zs[f"Z{p}"] for p in range(v)], usable, emb, fus,
                        lab, run.timings, run.computed)

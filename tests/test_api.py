@@ -985,7 +985,7 @@ def test_labels_are_the_kmeans_labels_refined_on_the_related_views_graphs(small_
     assert default.refinement_objective_.size == (refined.refinement_objective_.size if embedding == "anchor" else 0)
     assert plain.refinement_objective_.size == 0 and "refine" not in plain.timings_
     graphs = [G for G, kept in zip(plain.view_graphs_, plain.related_views_) if kept]
-    labels, trace = refine_labels(graphs, plain.labels_, 10, anchor=embedding == "anchor", tol=1e-3)  # the fit's tol
+    labels, trace, _ = refine_labels(graphs, plain.labels_, 10, anchor=embedding == "anchor", tol=1e-3)  # the fit's tol
     np.testing.assert_array_equal(refined.labels_, labels)
     np.testing.assert_allclose(refined.refinement_objective_, trace)
     assert len(trace) > 1 and np.all(np.diff(trace) > 0) and np.sum(labels != plain.labels_) > 0

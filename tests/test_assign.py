@@ -135,17 +135,18 @@ def _corrupt(y: np.ndarray, fraction: float, k: int, seed: int = 1) -> np.ndarra
 def test_refinement_moves_are_kernel_kmeans_steps_and_raise_the_association():
     graphs, y = _planted_views()
     start = _corrupt(y, 0.2, 3)
-    one, trace = refine_labels(graphs, start, 3, max_iter=1)
+    one, trace, basis = refine_labels(graphs, start, 3, max_iter=1)
     np.testing.assert_array_equal(one, _dense_kernel_kmeans_step(graphs, start, 3))
+    np.testing.assert_array_equal(basis, start)  # the partition the kept step assigned to (predict's)
     assert np.sum(one != start) > 10
     assert trace == pytest.approx([_dense_association(graphs, start, 3), _dense_association(graphs, one, 3)])
-    labels, trace = refine_labels(graphs, start, 3)
+    labels, trace, _ = refine_labels(graphs, start, 3)
     assert np.all(np.diff(trace) > 0) and trace[-1] == pytest.approx(_dense_association(graphs, labels, 3))
     assert accuracy(y, start) < 0.85 and accuracy(y, labels) == 1.0  # the corrupted labels are repaired
     np.testing.assert_array_equal(refine_labels(graphs, y, 3)[0], y)  # the planted partition is a fixed point
-    unchanged, trace = refine_labels(graphs, start, 3, max_iter=0)
+    unchanged, trace, basis = refine_labels(graphs, start, 3, max_iter=0)
     np.testing.assert_array_equal(unchanged, start)
-    assert len(trace) == 1
+    assert len(trace) == 1 and basis is None
 
 
 def test_refinement_of_anchor_matrices_equals_that_of_the_dense_anchor_graph():
@@ -163,8 +164,8 @@ def test_refinement_of_anchor_matrices_equals_that_of_the_dense_anchor_graph():
     Y = np.eye(3)[y]
     np.testing.assert_allclose(affinity_operator(Zs[0], anchor=True)(Y), dense[0] @ Y, atol=1e-12)
     start = _corrupt(y, 0.3, 3)
-    labels, trace = refine_labels(Zs, start, 3, anchor=True)
-    reference, reference_trace = refine_labels(dense, start, 3)
+    labels, trace, _ = refine_labels(Zs, start, 3, anchor=True)
+    reference, reference_trace, _ = refine_labels(dense, start, 3)
     np.testing.assert_array_equal(labels, reference)
     np.testing.assert_allclose(trace, reference_trace, rtol=1e-12)
     assert len(trace) > 1
@@ -185,7 +186,7 @@ def test_refinement_never_empties_a_cluster():
     graphs, start = [sp.csr_matrix(W)], rng.integers(0, 3, 12)
     step = _dense_kernel_kmeans_step(graphs, start, 3)
     assert np.bincount(step, minlength=3).min() == 0 and _association(W, step, 3) > _association(W, start, 3)
-    labels, trace = refine_labels(graphs, start, 3)
+    labels, trace, _ = refine_labels(graphs, start, 3)
     np.testing.assert_array_equal(labels, start)
     assert len(trace) == 1
 
@@ -200,12 +201,12 @@ def test_refinement_with_isolated_samples_and_empty_volumes():
     start = _corrupt(y, 0.2, 2)
     start[0] = 1 - y[0]
     given = start.copy()
-    labels, trace = refine_labels(graphs, start, 2)
+    labels, trace, _ = refine_labels(graphs, start, 2)
     np.testing.assert_array_equal(start, given)
     assert labels.dtype == np.int64 and len(trace) > 1 and np.all(np.diff(trace) > 0)
     assert labels[0] == start[0] and accuracy(y[1:], labels[1:]) == 1.0
     lonely = sp.csr_matrix((60, 60))  # a view with no edges at all: every volume 0
-    labels, trace = refine_labels([lonely, graphs[1]], start, 2)
+    labels, trace, _ = refine_labels([lonely, graphs[1]], start, 2)
     assert np.isfinite(trace).all() and len(trace) > 1 and accuracy(y[1:], labels[1:]) == 1.0
     with pytest.raises(ValueError, match="labels must lie in 0..1, got 0..2"):
         refine_labels(graphs, np.r_[start[:-1], 2], 2)
@@ -220,8 +221,8 @@ def test_refinement_stops_at_the_relative_tolerance():
     graphs = [view_affinity(X[:, :32], 10, "cosine"), view_affinity(X[:, 32:], 10, "cosine")]
     rng = np.random.default_rng(0)
     start = np.where(rng.random(len(y)) < 0.3, rng.integers(0, 10, len(y)), y)
-    _, full = refine_labels(graphs, start, 10, tol=0)
-    _, early = refine_labels(graphs, start, 10, tol=0.02)
+    _, full, _ = refine_labels(graphs, start, 10, tol=0)
+    _, early, _ = refine_labels(graphs, start, 10, tol=0.02)
     gains = np.diff(early) / np.array(early[1:])
     assert np.all(gains[:-1] > 0.02) and 0 < gains[-1] <= 0.02
     assert len(early) < len(full) and early == full[:len(early)]

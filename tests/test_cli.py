@@ -87,7 +87,7 @@ def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert (tmp_path / "labels.csv").read_text().startswith("sample,cluster\n")
     np.testing.assert_array_equal(csv, np.column_stack([np.arange(1797), np.load(tmp_path / "labels.npy")]))
     order = ["] starting a local Dask cluster of 2 worker processes", "] Dask dashboard: http://",
-             "]   reading the views: one Dask task per view (from the store)",
+             "]   reading the views: two Dask tasks per view, read and summarized (from the store)",
              "graphs and embeddings: 3 views as Dask tasks (exact solver, N = 15, orders 1..2, width 10)",
              "graphs and embeddings done in", "late fusion converged after", "k-means (10 restarts) in",
              "] writing the results to the store", "report.json, report.html, convergence.png"]
@@ -534,6 +534,19 @@ def test_a_run_store_without_its_root_metadata_is_rebuilt(tmp_path, scheduler, c
     assert main(["run", "--data", str(data), "--out", str(other), "--scheduler", scheduler]) == 2
     assert "views.zarr is not a store a run wrote (no views, labels or stages group in it)" in capsys.readouterr().err
     assert (other / "views.zarr" / "notes.txt").read_text() == "mine"
+    # a file, or a symbolic link to a store, there: refused without first saying "replacing the previous run's store"
+    (tmp_path / "file" / "views.zarr").parent.mkdir()
+    (tmp_path / "file" / "views.zarr").write_text("mine")
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "views.zarr").symlink_to(MultiViewStore.create(tmp_path / "made.zarr", views).path)
+    for where, said in (("file", "is not a store a run wrote (a file)"), ("link", "is a symbolic link")):
+        assert main(["run", "--data", str(data), "--out", str(tmp_path / where), "--scheduler", scheduler,
+                     "--n-clusters", "4"]) == 2
+        err = capsys.readouterr().err
+        assert f"onmsc-dask: error: {tmp_path / where / 'views.zarr'} {said}, so it is not replaced" in err, err
+        assert "replacing" not in err, err
+    assert (tmp_path / "file" / "views.zarr").read_text() == "mine"
+    assert MultiViewStore(tmp_path / "made.zarr").stages() == {}
 
 
 def test_parameters_checked_before_anything_is_written(tmp_path, capsys):

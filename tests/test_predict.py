@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, make_blobs
 from sklearn.exceptions import NotFittedError
 
 from onmsc_dask import extend
@@ -36,6 +36,21 @@ def test_anchor_extension_is_exact_on_the_fitted_samples(refine):
     views, _ = _views(600)
     model = ONMSC(10, **ANCHOR, refine=refine).fit(views)
     np.testing.assert_allclose(model.transform(views), model.embedding_, atol=1e-8)
+    np.testing.assert_array_equal(model.predict(views), model.labels_)
+
+
+def test_predict_gives_the_fitted_rows_their_labels_when_the_refinement_stops_before_a_fixed_point():
+    """The label refinement stops once a step gains at most tol, with a sample that would still move: predict, one
+    step against the final clusters, gave that fitted row (1220 of 3000 here) another label than labels_. Predict now
+    takes the step the labels came from (assign.refine_labels' basis). Found by a new-user trial."""
+    rng = np.random.default_rng(0)
+    X, y = make_blobs(n_samples=3000, centers=5, n_features=20, random_state=3, cluster_std=6.0)
+    counts = rng.poisson(rng.gamma(0.3, 1.0, size=(5, 2000))[y] * 0.05).astype(np.int32)
+    views = [X[:, :10], np.abs(X[:, 10:]).astype(np.float32), sp.csr_matrix(counts), (X[:, :5] > 0).astype(np.int8)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the sparse counts' and the binary view's notes
+        model = ONMSC(5, embedding="anchor", random_state=0).fit(views)
+    assert len(model.refinement_objective_) > 1  # refined
     np.testing.assert_array_equal(model.predict(views), model.labels_)
 
 
@@ -120,7 +135,7 @@ CONCURRENT_CALLS = """
 import json
 import threading
 import numpy as np
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, make_blobs
 from threadpoolctl import ThreadpoolController
 from onmsc_dask import extend
 from onmsc_dask.api import ONMSC
