@@ -437,6 +437,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
             raise ValueError("alpha is early fusion's weight (fusion='early'); late fusion's are lambda1 and lambda2")
         if self.embedding == "anchor":
             self._consensus_graph("anchor")  # its error before any work
+        from .outofcore import check_anchor_options
+
+        check_anchor_options(self.landmark_init, self.landmark_sample, self.anchor_method)
         clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         check_worker_memory()
         if isinstance(views, Iterator):

@@ -421,6 +421,16 @@ def _labels(run: _Run, fus: dict[str, Any], Zs: dict[str, Any], related: np.ndar
             "refinement_basis": np.empty(0, np.int64) if basis is None else basis}
 
 
+def check_anchor_options(landmark_init: str, landmark_sample: int | None, method: str) -> None:
+    """The anchor chain's own options are valid (checked by every fit, whichever its solver)."""
+    if landmark_init not in LANDMARK_INITS:
+        raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
+    if method not in METHODS:
+        raise ValueError(f"anchor_method must be one of {METHODS}, got {method!r}")
+    if landmark_sample is not None:
+        check_int("landmark_sample", landmark_sample)
+
+
 def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest_landmarks: int, order: int,
                      metric: list[str], lambda1: float | str, lambda2: float | str, tol: float, max_iter: int,
                      eigenvalue_scaling: bool, drop_unrelated_views: bool, n_init: int, refine: bool,
@@ -428,13 +438,9 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
                      method: str, views: list[int] | None = None) -> dict[str, dict[str, Any]]:
     """Each stage's parameters, those of the stages before it included (a stored stage is reused only when they
     match); ``views``: the positions of the views the chain runs on, when not all of the input's."""
-    if landmark_init not in LANDMARK_INITS:
-        raise ValueError(f"landmark_init must be one of {LANDMARK_INITS}, got {landmark_init!r}")
-    if method not in METHODS:
-        raise ValueError(f"anchor_method must be one of {METHODS}, got {method!r}")
+    check_anchor_options(landmark_init, landmark_sample, method)
     if landmark_sample is None:
         landmark_sample = max(LANDMARK_SAMPLE_MIN, round(LANDMARK_SAMPLE_PER_LANDMARK * n_landmarks))
-    check_int("landmark_sample", landmark_sample)
     if "standardized" in metric:
         raise ValueError("metric 'standardized' needs kNN graphs (embedding 'exact' or 'nystrom'): the anchor chain "
                          "reads each view in row chunks, without its column scales")

@@ -334,6 +334,10 @@ def test_other_input_errors(two_views):
     (dict(eigenvalue_scaling=1), "eigenvalue_scaling must be True or False, got 1"),
     (dict(drop_unrelated_views=None), "drop_unrelated_views must be True or False, got None"),
     (dict(consensus_graph="rank", embedding="anchor", n_landmarks=20), "consensus_graph='rank' needs kNN graphs"),
+    # the anchor chain's own options, bad under another solver: ignored silently (a typo never told)
+    (dict(embedding="exact", landmark_sample=0), "landmark_sample must be a positive integer, got 0"),
+    (dict(embedding="nystrom", landmark_init="kmeans++"), "landmark_init must be one of"),
+    (dict(anchor_method="qr"), r"anchor_method must be one of \('gram', 'tsqr'\), got 'qr'"),
 ])
 def test_bad_parameters_named(two_views, kwargs, match):
     """Checked before any work: before, n_landmarks < k gave embeddings with fewer than k columns (ACC 0.65 on
