@@ -2,7 +2,6 @@
 tasks, kept on the workers; and the scheduler settings of the LocalClusters onmsc-dask starts."""
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
@@ -108,20 +107,10 @@ def again_on_lost_data(run: Callable[[], T], action: str, hint: str,
                        report: Callable[[str], None] = lambda line: None) -> T:
     """run(), which sends its data to the workers itself, run again (saying so: "…; `action` again from the start")
     when a worker was lost with data only it held (lost_data); after FIT_ATTEMPTS runs one WorkersLost ending in
-    `hint`. A warning an earlier run issued is not issued again."""
-    issued: set[tuple[type, str]] = set()
-    shown = warnings.showwarning
-
-    def once(message, category, *args, **kwargs) -> None:
-        if (category, str(message)) not in issued:
-            issued.add((category, str(message)))
-            shown(message, category, *args, **kwargs)
-
+    `hint`."""
     for attempt in range(1, FIT_ATTEMPTS + 1):
         try:
-            with warnings.catch_warnings():
-                warnings.showwarning = once
-                return run()
+            return run()
         except BaseException as exc:
             if not lost_data(exc):
                 raise

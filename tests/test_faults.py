@@ -1,7 +1,6 @@
 """Injected faults on a real cluster (a `dask scheduler` process and `dask worker` processes with nannies): a worker
 killed in any out-of-core stage, every worker lost, the scheduler lost, two runs into one --out, an interrupted
 run and its rerun. docs/reliability.md lists each case with what the user sees."""
-import warnings
 import json
 import os
 import signal
@@ -471,27 +470,3 @@ def test_workers_with_too_little_memory_are_one_line_before_any_work():
     with LocalCluster(n_workers=1, processes=False, memory_limit="1GiB", dashboard_address=None) as enough, \
             Client(enough):
         assert len(ONMSC(10, random_state=0, n_init=3).fit(views).labels_) == 300
-
-
-def test_a_run_started_again_does_not_issue_its_warnings_again():
-    """cluster.again_on_lost_data: the warnings of a run that lost a worker (a view left out, …) were issued again
-    by the next run; each is issued once, and a new one still is."""
-    from distributed.client import FutureCancelledError
-
-    from onmsc_dask import cluster
-
-    runs = []
-
-    def run() -> str:
-        runs.append(1)
-        warnings.warn("view 'a' is left out: constant", UserWarning)
-        if len(runs) == 1:
-            raise FutureCancelledError("getitem-1", "lost dependencies")
-        warnings.warn("a second warning", UserWarning)
-        return "done"
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert cluster.again_on_lost_data(run, "fitting", "fit again") == "done"
-    assert len(runs) == 2
-    assert [str(w.message) for w in caught] == ["view 'a' is left out: constant", "a second warning"]
