@@ -702,7 +702,10 @@ def _copy_files(source: Path, target: Path, stages: bool) -> None:
     """Copy the files of the directory `source` (but its stages unless `stages`) to a new `target`, the first failure
     raised as it is (shutil.copytree copies on and raises one error listing every failed file: a full disk made a
     1,300-character line)."""
-    for folder, folders, files in os.walk(source, followlinks=True):
+    def unreadable(error: OSError) -> None:  # os.walk skips a directory it cannot list, unless told
+        raise error
+
+    for folder, folders, files in os.walk(source, onerror=unreadable, followlinks=True):
         here = target / Path(folder).relative_to(source)
         here.mkdir(parents=True)
         if not stages and Path(folder) == source and "stages" in folders:

@@ -207,17 +207,25 @@ class StoreLock:
 
 
 def _lock_content() -> str:
-    """A lock's content: this process's PID, its start (_process_start) and host, and the time it started to hold
-    it."""
-    return json.dumps({"pid": os.getpid(), "process_start": _process_start(os.getpid()),
+    """A lock's content: this process's PID, its PID namespace and start (_process_start), its host, and the time it
+    started to hold it."""
+    return json.dumps({"pid": os.getpid(), "pid_namespace": _pid_namespace(), "process_start": _process_start(),
                        "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
 
 
-def _process_start(pid: int) -> str | None:
-    """When process `pid` started, in clock ticks since this host booted (Linux's /proc/PID/stat, field 22), with
-    the boot's id: a PID used again (a container's PID 1 after a restart) has another; None where that is unknown."""
+def _pid_namespace() -> str | None:
+    """This process's PID namespace (Linux: ``pid:[inode]``; a container has its own), None where unknown."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _process_start(pid: int | None = None) -> str | None:
+    """When process `pid` (this one by default) of this PID namespace started, in clock ticks since this host booted
+    (Linux's /proc/PID/stat, field 22), with the boot's id: a PID used again has another; None where unknown."""
+    try:
+        stat = Path(f"/proc/{os.getpid() if pid is None else pid}/stat").read_text()
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return None
@@ -234,9 +242,10 @@ def _parsed(content: str | bytes) -> dict:
 
 
 def _live(holder: dict) -> bool:
-    """Whether the run holding a lock may still run: on another host, or a process of this host that runs and, where
-    both starts are known, started when the lock's did (else its PID was used again)."""
-    if holder.get("host") != socket.gethostname():
+    """Whether the run holding a lock may still run: on another host, or in another PID namespace (its PIDs are not
+    ours to check), or a process of this host that runs and, where both starts are known, started when the lock's
+    did (else its PID was used again)."""
+    if holder.get("host") != socket.gethostname() or holder.get("pid_namespace", _pid_namespace()) != _pid_namespace():
         return True
     if not _running(holder.get("pid")):
         return False
@@ -245,7 +254,9 @@ def _live(holder: dict) -> bool:
 
 
 def _holder_text(holder: dict) -> str:
-    return f"PID {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
+    elsewhere = holder.get("pid_namespace", _pid_namespace()) != _pid_namespace()
+    return (f"PID {holder.get('pid')}{' in another PID namespace (a container)' * elsewhere} on {holder.get('host')}, "
+            f"started {holder.get('started')}")
 
 
 def _warn_taking_over(lock: Any, holder: dict) -> None:

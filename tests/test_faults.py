@@ -291,7 +291,8 @@ def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     """A second run into the --out of a running one (a real process) fails with one line naming it, and the first
     ends as if alone (both used to exit 0, the later one silently replacing the earlier one's results, and they
     shared views.zarr.onmsc-dask-partial); a lock left by a process that no longer runs on this host (or whose PID now
-    belongs to a process started later) is taken over with a warning; a lock from another host is kept."""
+    belongs to a process started later) is taken over with a warning; a lock from another host or PID namespace is
+    kept."""
     out = tmp_path / "out"
     argv = ["run", "--dataset", "digits", "--out", str(out), "--scheduler", one_worker.address]
     first = subprocess.Popen([sys.executable, "-m", "onmsc_dask", *argv], stdout=subprocess.PIPE,
@@ -316,13 +317,22 @@ def test_one_run_per_output_directory(tmp_path, one_worker, capsys):
     err = capsys.readouterr().err
     assert f"onmsc-dask: warning: {lock}: taking over the lock of PID" in err and "no longer runs on this host" in err
     assert not lock.exists()
-    # its PID used again, here by this very process (a container's PID 1 killed and started again): the lock was
-    # judged live, and the same command refused to run until the lock was deleted by hand
-    lock.write_text(json.dumps({"pid": os.getpid(), "process_start": "an earlier boot:1", "host": socket.gethostname(),
-                                "started": "then"}))
+    # its PID used again (PIDs are recycled), here by this very process: the lock was judged live, and the same
+    # command refused to run until the lock was deleted by hand
+    lock.write_text(json.dumps({"pid": os.getpid(), "pid_namespace": supervision._pid_namespace(),
+                                "process_start": "an earlier boot:1", "host": socket.gethostname(), "started": "then"}))
     assert main(argv) == 0
     assert f"taking over the lock of PID {os.getpid()} (started then)" in capsys.readouterr().err
     assert not lock.exists()
+    # a run in another PID namespace (a container sharing the host name and the volume): its PIDs are not ours to
+    # check, running or not here, so its lock is kept (it was taken over while that run went on)
+    for pid in (os.getpid(), gone.pid):
+        lock.write_text(json.dumps({"pid": pid, "pid_namespace": "pid:[1]", "process_start": "x:1",
+                                    "host": socket.gethostname(), "started": "now"}))
+        assert main(argv) == 2
+        assert f"another onmsc-dask run (PID {pid} in another PID namespace (a container) on {socket.gethostname()}" \
+            in capsys.readouterr().err
+    lock.unlink()
     lock.write_text(json.dumps({"pid": os.getpid(), "host": "elsewhere", "started": "now"}))
     assert main(argv) == 2
     assert f"another onmsc-dask run (PID {os.getpid()} on elsewhere, started now)" in capsys.readouterr().err

@@ -486,7 +486,9 @@ def test_a_copy_that_fails_raises_its_first_error_and_leaves_nothing(tmp_path, r
     """A full disk while a store is copied (the CLI copies a given store into --out) was shutil.Error's list of every
     failed file, a 1,300-character line; it is the first failure itself, and the partial copy is removed."""
     import errno
+    import os
     import shutil
+    from pathlib import Path
 
     from onmsc_dask import store as store_module
 
@@ -503,4 +505,17 @@ def test_a_copy_that_fails_raises_its_first_error_and_leaves_nothing(tmp_path, r
     with pytest.raises(OSError) as raised:
         store.copy(tmp_path / "c.zarr")
     assert type(raised.value) is OSError and raised.value.errno == errno.ENOSPC and len(copies) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+    monkeypatch.undo()
+    # a directory of the store that cannot be listed (no permission) was skipped: a copy without its chunks
+    scandir = os.scandir
+
+    def unlistable(path="."):
+        if isinstance(path, (str, os.PathLike)) and Path(path) == store.path / "views" / "0" / "c":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", unlistable)
+    with pytest.raises(PermissionError, match="Permission denied"):
+        store.copy(tmp_path / "c.zarr")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
