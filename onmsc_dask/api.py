@@ -148,6 +148,8 @@ def cache_store(cache, views, names: list[str] | None, storage_options: dict | N
         existing, where = cache, cache.path
     else:
         where = location(cache, options)
+        if isinstance(where, Location):
+            where.check_bucket()  # a missing bucket, a refused credential or no endpoint: one line naming it
         present = where.exists() and (isinstance(where, Location) or not where.is_dir() or any(where.iterdir()))
         try:
             existing = MultiViewStore(where) if present else None

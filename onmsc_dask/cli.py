@@ -256,9 +256,6 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         k = _n_clusters(args, source.labels, source.n_samples, url)
         _check_parameters(args, source.n_samples, k)
         log(f"using {url} where it is (the run's stages are written into it)")
-        kept, damaged = _finished(source)
-        if _solver(args, source.n_samples) == "anchor" and (kept or damaged):
-            log(f"resuming: {url} holds finished stages ({_stages_text(kept, damaged)})")
         return source, url, k, None
     itself = given is not None and given.resolve() == store_path.resolve()
     fingerprint = None if itself else _input_files(args)
@@ -655,6 +652,9 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
         store, source, n_clusters, copy_of = _open_store(args, log)
         if isinstance(store.location, Location):  # a URL: the run's stages go into the user's store
             stack.enter_context(StoreLock(store.location))
+            kept, damaged = _finished(store)
+            if _solver(args, store.n_samples) == "anchor" and (kept or damaged):
+                log(f"resuming: {source} holds finished stages ({_stages_text(kept, damaged)})")
         y = store.labels
         timings["load_and_store"] = time.perf_counter() - t
         log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
@@ -817,6 +817,11 @@ def main(argv: list[str] | None = None) -> int:
             from .location import unreachable
 
             lost = unreachable(exc)
+            if lost is None:  # it opens no longer
+                print(f"onmsc-dask: error: the store {_url(args)} no longer opens mid-run ({one_line(exc.__cause__)}):"
+                      " it was deleted or emptied meanwhile; write it again and run the same command (every stage is "
+                      "then computed again)", file=sys.stderr)
+                return EXIT_CLUSTER_LOST
             said = one_line(lost) if isinstance(lost, ValueError) else \
                 f"{_url(args)}: {type(lost).__name__}: {one_line(lost)}"  # BucketUnreachable names the URL itself
             print(f"onmsc-dask: error: the store could not be reached mid-run: {said}; "
@@ -831,20 +836,33 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class StoreOutOfReach(Exception):
-    """The --data URL store could not be reached mid-run (its cause: the error that said so, location.unreachable)."""
+    """The --data URL store could not be reached mid-run, or no longer opens (its cause: the run's error)."""
 
 
 @contextmanager
 def _mid_run(args: argparse.Namespace) -> Iterator[None]:
-    """A --data URL store out of reach meanwhile (location.unreachable) as StoreOutOfReach, not as bad input."""
+    """A --data URL store out of reach meanwhile (location.unreachable), or that no longer opens, as StoreOutOfReach,
+    not as bad input."""
     from .location import unreachable
 
     try:
         yield
     except Exception as exc:
-        if _url(args) is None or unreachable(exc) is None:
+        if _url(args) is None or (unreachable(exc) is None and _opens(args)):
             raise
         raise StoreOutOfReach(exc) from exc
+
+
+def _opens(args: argparse.Namespace) -> bool:
+    """Whether the --data URL store still opens (after an error of the run: one deleted or emptied meanwhile no
+    longer does)."""
+    from .store import MultiViewStore
+
+    try:
+        MultiViewStore(_url(args), args.storage_options)
+    except (ValueError, OSError):
+        return False
+    return True
 
 
 def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:

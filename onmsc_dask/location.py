@@ -62,8 +62,11 @@ class Location:
         try:
             return cls(**self.storage_options)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{self.url}: storage_options {sorted(self.storage_options)} do not suit "
-                             f"{self.protocol}:// ({exc})") from None
+            raise self._unsuited(exc) from None
+
+    def _unsuited(self, exc: Exception) -> ValueError:
+        return ValueError(f"{self.url}: storage_options {sorted(self.storage_options)} do not suit {self.protocol}:// "
+                          f"({exc})")
 
     def check_bucket(self) -> None:
         """An object store's bucket (the URL's first path component) must exist and be readable with the
@@ -79,6 +82,8 @@ class Location:
         except PermissionError as exc:
             raise ValueError(f"{self.url}: access to bucket {bucket!r} denied; check the credentials in "
                              f"storage_options or the environment ({' '.join(str(exc).split())})") from None
+        except TypeError as exc:  # s3fs hands options it does not know to its client, which rejects them when used
+            raise self._unsuited(exc) from None
         except Exception as exc:  # noqa: BLE001 - OSError, or the file system's own (botocore's are no OSError)
             detail = " ".join(str(exc).split()) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
             raise BucketUnreachable(f"{self.url}: cannot reach bucket {bucket!r} ({' '.join(detail.split())}); check "

@@ -503,16 +503,21 @@ def run_chain(rows: RowChunks, results: MultiViewStore | InMemory, n_clusters: i
 
 
 def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, client: Any = None,
-              method: str = "gram", progress: Callable[[str], None] | None = None, **params: Any) -> OutOfCoreResult:
+              method: str = "gram", progress: Callable[[str], None] | None = None,
+              storage_options: dict | None = None, **params: Any) -> OutOfCoreResult:
     """``ONMSC(n_clusters, embedding="anchor", cache=store, **params).fit(store)`` as an OutOfCoreResult: the anchor
-    chain on the views of `store` (a MultiViewStore or its path), its stages written to and resumed from the store.
-    ``method`` is the estimator's ``anchor_method``; ``client`` a ``distributed.Client`` (None: the current
-    default scheduler)."""
+    chain on the views of `store` (a MultiViewStore, or its path or fsspec URL with `storage_options`), its stages
+    written to and resumed from the store. ``method`` is the estimator's ``anchor_method``; ``client`` a
+    ``distributed.Client`` (None: the current default scheduler)."""
     from .api import ONMSC
 
     if not isinstance(store, (MultiViewStore, str, os.PathLike)):
         raise TypeError(f"fit_store reads a MultiViewStore or the path of one, got {type(store).__name__}; write "
                         "views with MultiViewStore.create(path, views), or fit them in memory with ONMSC")
+    if not isinstance(store, MultiViewStore):
+        store = MultiViewStore(store, storage_options)
+    elif storage_options is not None:
+        raise ValueError("storage_options go with a path or URL; a MultiViewStore has its own")
     # the client as the current one, not in dask.config, which a nanny pickles for the workers it restarts
     with client.as_current() if client is not None else nullcontext():
         model = ONMSC(n_clusters, embedding="anchor", anchor_method=method, cache=store, keep_intermediate=True,

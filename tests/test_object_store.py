@@ -96,6 +96,13 @@ def test_uninstalled_scheme_missing_bucket_and_bad_options_are_one_line_errors(s
         MultiViewStore("s3://views/absent.zarr", storage_options=s3)
     with pytest.raises(ValueError, match="storage_options apply to URLs"):
         MultiViewStore(tmp_path / "x.zarr", storage_options=s3)
+    # an option s3fs hands on to its client, which rejects it when used: it read as an unreachable bucket
+    with pytest.raises(ValueError, match=r"^s3://views/x\.zarr: storage_options \['bogus', 'client_kwargs', 'key', "
+                                         r"'secret'\] do not suit s3:// \(.*bogus"):
+        MultiViewStore("s3://views/x.zarr", storage_options={**s3, "bogus": 1})
+    # a cache URL: botocore's raw EndpointConnectionError, where --data and a fit's URL had this one line
+    with pytest.raises(ValueError, match="bucket 'no-such-bucket' does not exist"):
+        ONMSC(10, embedding="anchor", cache="s3://no-such-bucket/c.zarr").fit(_views(50)[0], storage_options=s3)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -203,7 +210,7 @@ def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp
     assert proc.returncode == 2 and proc.stderr.strip().endswith(
         "onmsc-dask: error: another onmsc-dask run (PID 1 on elsewhere, started now) writes its stages into "
         f"{url}; wait for it to end (if that run is gone, delete {url}/.onmsc-dask.lock)"), proc.stderr
-    assert proc.stderr.count("onmsc-dask: error") == 1
+    assert proc.stderr.count("onmsc-dask: error") == 1 and "resuming" not in proc.stderr  # said before the lock
     # the same command once that run is gone: it says which stages it resumes after, and gives the same labels
     fs.rm("views/digits.zarr/.onmsc-dask.lock")
     proc = subprocess.run([sys.executable, "-m", "onmsc_dask", "run", "--data", url, "--storage-options",
@@ -238,6 +245,12 @@ def test_estimator_fits_a_store_url(s3):
     est = ONMSC(10, n_init=3, random_state=0)
     np.testing.assert_array_equal(est.fit("s3://views/small.zarr", storage_options=s3).labels_,
                                   ONMSC(10, n_init=3, random_state=0).fit(views).labels_)
+    # fit_store of a URL takes its storage_options (it had no such parameter: a TypeError from ONMSC)
+    stored = fit_store("s3://views/small.zarr", 10, storage_options=s3, **PARAMS)
+    np.testing.assert_array_equal(stored.labels, fit_store(MultiViewStore("s3://views/small.zarr", s3), 10,
+                                                           **PARAMS).labels)
+    with pytest.raises(ValueError, match="storage_options go with a path or URL; a MultiViewStore has its own"):
+        fit_store(MultiViewStore("s3://views/small.zarr", s3), 10, storage_options=s3, **PARAMS)
 
 
 def test_overwrite_replaces_an_s3_store(s3):
@@ -303,3 +316,30 @@ def test_an_object_store_lost_mid_run_is_one_line_naming_it_and_how_to_resume(tm
     assert said[-1].endswith("s3://lost/v.zarr keeps the stages finished before; once it can be reached, run the same "
                              "command again to resume after them"), said
     assert any("s3://lost/v.zarr/.onmsc-dask.lock: the lock could not be removed" in line for line in said), said
+
+
+def test_an_object_store_deleted_mid_run_is_one_line_saying_so(s3, tmp_path, monkeypatch, capsys):
+    """The store deleted (or the S3 server restarted empty) mid-run: `onmsc-dask: error: No group found in store …`,
+    exit 2, as if the input were bad. Now one line says the store no longer opens and what to do, exit 1."""
+    from onmsc_dask.cli import main
+    from onmsc_dask.progress import Progress
+
+    views, y = _views(600)
+    url = "s3://views/deleted.zarr"
+    MultiViewStore.create(url, views, y, chunk_rows=100, storage_options=s3, overwrite=True)
+    log = Progress.__call__
+
+    def delete_the_store_at_stage_3(self, line: str) -> None:
+        if "stage 3/" in line:
+            fsspec.filesystem("s3", **s3).rm("views/deleted.zarr", recursive=True)
+        log(self, line)
+
+    monkeypatch.setattr(Progress, "__call__", delete_the_store_at_stage_3)
+    code = main(["run", "--data", url, "--storage-options", json.dumps(s3), "--embedding", "anchor", "--n-landmarks",
+                 "60", "--workers", "1", "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("onmsc-dask: error")]
+    assert code == 1 and "Traceback" not in err and len(said) == 1, err
+    assert said[0].startswith(f"onmsc-dask: error: the store {url} no longer opens mid-run ("), said
+    assert said[0].endswith("it was deleted or emptied meanwhile; write it again and run the same command (every "
+                            "stage is then computed again)"), said
