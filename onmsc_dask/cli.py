@@ -817,8 +817,8 @@ def main(argv: list[str] | None = None) -> int:
             from .location import unreachable
 
             lost = unreachable(exc)
-            if lost is None:  # it opens no longer
-                print(f"onmsc-dask: error: the store {_url(args)} no longer opens mid-run ({one_line(exc.__cause__)}):"
+            if lost is None:  # gone
+                print(f"onmsc-dask: error: the store {_url(args)} is gone mid-run ({one_line(exc.__cause__)}):"
                       " it was deleted or emptied meanwhile; write it again and run the same command (every stage is "
                       "then computed again)", file=sys.stderr)
                 return EXIT_CLUSTER_LOST
@@ -836,33 +836,35 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class StoreOutOfReach(Exception):
-    """The --data URL store could not be reached mid-run, or no longer opens (its cause: the run's error)."""
+    """The --data URL store could not be reached mid-run, or is gone (its cause: the run's error)."""
 
 
 @contextmanager
 def _mid_run(args: argparse.Namespace) -> Iterator[None]:
-    """A --data URL store out of reach meanwhile (location.unreachable), or that no longer opens, as StoreOutOfReach,
-    not as bad input."""
+    """A --data URL store out of reach meanwhile (location.unreachable), or gone (_gone), as StoreOutOfReach, not as
+    bad input."""
     from .location import unreachable
 
     try:
         yield
     except Exception as exc:
-        if _url(args) is None or (unreachable(exc) is None and _opens(args)):
+        if _url(args) is None or (unreachable(exc) is None and not _gone(args)):
             raise
         raise StoreOutOfReach(exc) from exc
 
 
-def _opens(args: argparse.Namespace) -> bool:
-    """Whether the --data URL store still opens (after an error of the run: one deleted or emptied meanwhile no
-    longer does)."""
-    from .store import MultiViewStore
+def _gone(args: argparse.Namespace) -> bool:
+    """Whether the --data URL store is gone (deleted, or its bucket emptied, meanwhile): its root metadata is no
+    longer there. False when that cannot be told (the store out of reach, access denied)."""
+    from .location import location
 
+    where = location(_url(args), args.storage_options)
     try:
-        MultiViewStore(_url(args), args.storage_options)
-    except (ValueError, OSError):
+        fs = where.filesystem()
+        fs.invalidate_cache()
+        return not fs.exists(f"{where.url}/zarr.json")
+    except Exception:  # noqa: BLE001 - the file system's own errors (botocore's are no OSError): cannot tell
         return False
-    return True
 
 
 def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:

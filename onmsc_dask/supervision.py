@@ -195,7 +195,8 @@ class StoreLock:
                 self.fs.rm(self.path)
         except Exception as error:  # noqa: BLE001 - the store out of reach: the run's own outcome is reported
             warnings.warn(f"{self.url}: the lock could not be removed ({type(error).__name__}); a later run on this "
-                          "host takes it over, a run elsewhere needs it deleted first", stacklevel=2)
+                          "host (in the same PID namespace) takes it over, a run elsewhere needs it deleted first",
+                          stacklevel=2)
 
     def _holder(self) -> dict | None:
         """The lock as a dict ({} when it is not one of ours), None when there is none."""

@@ -320,7 +320,7 @@ def test_an_object_store_lost_mid_run_is_one_line_naming_it_and_how_to_resume(tm
 
 def test_an_object_store_deleted_mid_run_is_one_line_saying_so(s3, tmp_path, monkeypatch, capsys):
     """The store deleted (or the S3 server restarted empty) mid-run: `onmsc-dask: error: No group found in store …`,
-    exit 2, as if the input were bad. Now one line says the store no longer opens and what to do, exit 1."""
+    exit 2, as if the input were bad. Now one line says the store is gone and what to do, exit 1."""
     from onmsc_dask.cli import main
     from onmsc_dask.progress import Progress
 
@@ -340,6 +340,34 @@ def test_an_object_store_deleted_mid_run_is_one_line_saying_so(s3, tmp_path, mon
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if line.startswith("onmsc-dask: error")]
     assert code == 1 and "Traceback" not in err and len(said) == 1, err
-    assert said[0].startswith(f"onmsc-dask: error: the store {url} no longer opens mid-run ("), said
+    assert said[0].startswith(f"onmsc-dask: error: the store {url} is gone mid-run ("), said
     assert said[0].endswith("it was deleted or emptied meanwhile; write it again and run the same command (every "
                             "stage is then computed again)"), said
+
+
+def test_only_a_store_whose_root_is_gone_is_called_gone(s3, monkeypatch):
+    """cli._mid_run: a run's error on a --data URL store is reported as the store gone only when its root metadata is
+    gone. A first version probed by opening the store, so an access denied mid-run (a credential revoked, the store
+    intact) read "deleted or emptied; write it again" (found by a review)."""
+    from onmsc_dask.cli import StoreOutOfReach, _mid_run, build_parser
+    from onmsc_dask.location import Location
+
+    url = "s3://views/probe.zarr"
+    MultiViewStore.create(url, _views(60)[0], storage_options=s3, overwrite=True)
+    args = build_parser().parse_args(["run", "--data", url, "--storage-options", json.dumps(s3), "--out", "o"])
+    denied = ValueError(f"{url}: access to bucket 'views' denied; check the credentials")
+    with pytest.raises(ValueError, match="denied"), _mid_run(args):
+        raise denied  # the store is there: the run's own error
+    class Denied:  # the server refuses every request now
+        def __getattr__(self, name):
+            def refused(*args, **kwargs):
+                raise PermissionError("Forbidden")
+            return refused
+
+    with monkeypatch.context() as server_denies:
+        server_denies.setattr(Location, "filesystem", lambda self: Denied())
+        with pytest.raises(ValueError, match="denied"), _mid_run(args):
+            raise denied  # cannot tell: the run's own error
+    fsspec.filesystem("s3", **s3).rm("views/probe.zarr", recursive=True)
+    with pytest.raises(StoreOutOfReach), _mid_run(args):
+        raise ValueError("No group found in store")
