@@ -261,6 +261,10 @@ class _OrdersOfOneH(NamedTuple):
     orders: int
 
 
+_EARLY_NO_EXTENSION = ("{method} needs a late-fusion fit (fusion='late'): early fusion learns one affinity of the "
+                       "fitted samples, with no extension to new ones")
+
+
 class ONMSC(ClusterMixin, BaseEstimator):
     """Optimal Neighborhood Multi-view Spectral Clustering with high-order Laplacians.
 
@@ -411,6 +415,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         stage of a late-fusion fit starts or ends (the CLI's progress display)."""
         t0 = time.perf_counter()
         report = progress or (lambda line: None)
+        clear_fitted(self)  # a refit keeps nothing of an earlier fit, also when its parameters are refused
         if self.fusion not in ("late", "early"):
             raise ValueError(f"fusion must be 'late' or 'early', got {self.fusion!r}")
         for name in ("order", "n_init", "max_iter"):
@@ -442,7 +447,6 @@ class ONMSC(ClusterMixin, BaseEstimator):
         from .outofcore import check_anchor_options
 
         check_anchor_options(self.landmark_init, self.landmark_sample, self.anchor_method)
-        clear_fitted(self)  # a refit keeps nothing of an earlier fit (e.g. late-fusion results under "early")
         check_worker_memory()
         if isinstance(views, Iterator):
             views = list(views)  # read again if the fit starts again after a lost worker
@@ -869,7 +873,10 @@ class ONMSC(ClusterMixin, BaseEstimator):
         return self.fit(views, **fit_params).labels_
 
     def fit_transform(self, views, y=None, **fit_params):
-        """fit, then :meth:`transform` of the same views (``embedding_`` itself for anchor graphs)."""
+        """fit, then :meth:`transform` of the same views (``embedding_`` itself for anchor graphs); early fusion has
+        no transform (refused before fitting)."""
+        if self.fusion == "early":
+            raise ValueError(_EARLY_NO_EXTENSION.format(method="transform"))
         return self.fit(views, **fit_params).transform(views)
 
     def predict(self, views, storage_options: dict | None = None):
@@ -891,9 +898,12 @@ class ONMSC(ClusterMixin, BaseEstimator):
         from .extend import apply
 
         check_is_fitted(self, "labels_")
+        if hasattr(self, "alpha_"):  # an early-fusion fit
+            raise ValueError(_EARLY_NO_EXTENSION.format(method=method))
         if getattr(self, "extension_", None) is None:
-            raise ValueError(f"{method} needs a late-fusion fit (fusion='late') with more than n_components "
-                             "landmarks per view (n_landmarks); this model has no extension to new samples")
+            raise ValueError(f"{method} needs more than n_components landmarks per view (n_landmarks); this fit had "
+                             "too few samples or too small an n_landmarks for them, so it has no extension to new "
+                             "samples")
         return apply(self.extension_, views, method, list(self.n_features_in_), getattr(self, "view_names_", None),
                      storage_options, getattr(self, "feature_names_in_", None))
 

@@ -83,6 +83,11 @@ class _Baseline(ClusterMixin, BaseEstimator):
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
         return self.fit(views, y, **fit_params).labels_
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # every view may be scipy.sparse, as for ONMSC
+        return tags
+
 
 class _GraphClustering(_Baseline):
     def __init__(self, n_clusters: int = 8, *, n_neighbors: int | None = None,

@@ -7,8 +7,18 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
 
 
+def _labelling(y, name: str) -> np.ndarray:
+    """``y`` as one label per sample (a column vector is one): 2-D labels were flattened into scores of nothing."""
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        return y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"{name} must hold one label per sample (1-D), got shape {y.shape}")
+    return y
+
+
 def _contingency(y_true, y_pred) -> np.ndarray:
-    y_true, y_pred = np.asarray(y_true).ravel(), np.asarray(y_pred).ravel()
+    y_true, y_pred = _labelling(y_true, "y_true"), _labelling(y_pred, "y_pred")
     if y_true.shape != y_pred.shape:
         raise ValueError(f"y_true has {y_true.size} labels but y_pred has {y_pred.size}")
     if y_true.size == 0:
@@ -32,7 +42,7 @@ def purity(y_true, y_pred) -> float:
 def evaluate(y_true, y_pred) -> dict[str, float]:
     """``acc``, ``nmi``, ``purity`` and ``ari`` of a predicted labelling."""
     _contingency(y_true, y_pred)
-    y_true, y_pred = np.asarray(y_true).ravel(), np.asarray(y_pred).ravel()
+    y_true, y_pred = _labelling(y_true, "y_true"), _labelling(y_pred, "y_pred")
     return {
         "acc": accuracy(y_true, y_pred),
         "nmi": float(normalized_mutual_info_score(y_true, y_pred)),

@@ -346,6 +346,15 @@ def test_bad_parameters_named(two_views, kwargs, match):
         ONMSC(3, **kwargs).fit(two_views)
 
 
+def test_a_refit_with_a_refused_parameter_keeps_nothing_of_the_earlier_fit(two_views):
+    """The earlier fit's labels_ and model stayed, while get_params described the refused ones (found by a user
+    trial; a bad view already cleared them, as the baselines do)."""
+    model = ONMSC(3, n_init=2, random_state=0).fit(two_views)
+    with pytest.raises(ValueError, match="order must be a positive integer"):
+        model.set_params(order=0).fit(two_views)
+    assert not [name for name in vars(model) if name.endswith("_")]
+
+
 def test_nystrom_too_few_columns_names_the_view(two_views):
     """Order 1, 4 uniform columns of a sparse kNN graph: their block has fewer than k positive eigenvalues
     (spectral.nystrom_embedding), an error naming the view instead of an embedding with meaningless columns."""

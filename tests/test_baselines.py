@@ -287,3 +287,13 @@ def test_baselines_check_their_parameters_and_labels_before_any_work(digits, mon
     np.testing.assert_array_equal(picked.fit_predict(views, y), LabelPickedView(K, random_state=0).fit(views, y).labels_)
     np.testing.assert_array_equal(ConcatKMeans(K, random_state=0).fit_predict(views),
                                   ConcatKMeans(K, random_state=0).fit(views).labels_)
+
+
+def test_baselines_are_tagged_as_taking_sparse_views():
+    """They take scipy.sparse views as ONMSC does, but were tagged otherwise (sklearn's check_estimator_sparse_tag
+    failed for all five; found by a user trial)."""
+    from onmsc_dask import baselines
+
+    for est in (SingleBestView, AverageGraphSC, LinearCombination, baselines.ConcatSC, baselines.ConcatKMeans,
+                baselines.LabelPickedView):
+        assert est().__sklearn_tags__().input_tags.sparse, est.__name__

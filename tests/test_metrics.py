@@ -100,3 +100,12 @@ def test_mismatched_lengths_raise(func):
 def test_empty_raises(func):
     with pytest.raises(ValueError):
         func([], [])
+
+
+@pytest.mark.parametrize("func", [accuracy, purity, evaluate])
+def test_labels_of_two_columns_raise_and_a_column_vector_is_one(func):
+    """2-D labels were flattened: scores of nothing, no error (found by a user trial)."""
+    y = np.array([0, 0, 1, 1])
+    with pytest.raises(ValueError, match=r"y_true must hold one label per sample \(1-D\), got shape \(4, 2\)"):
+        func(np.c_[y, y], np.r_[y, y])
+    assert func(y[:, None], y) == func(y, y)

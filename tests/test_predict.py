@@ -237,9 +237,15 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
         model.predict([new[0], columns, new[2]])
     with pytest.raises(NotFittedError):
         ONMSC(10).predict(new)
-    early = ONMSC(10, fusion="early", n_init=2, random_state=0).fit([X[:200] for X in views])
-    with pytest.raises(ValueError, match="predict needs a late-fusion fit"):
-        early.predict(new)
+    early = ONMSC(10, fusion="early", n_init=2, random_state=0)
+    with pytest.raises(ValueError, match="^transform needs a late-fusion fit"):  # before fitting (it fitted, then
+        early.fit_transform([X[:200] for X in views])                           # failed)
+    assert not hasattr(early, "labels_")
+    early.fit([X[:200] for X in views])
+    for method in (early.predict, early.transform):  # the message spoke of landmarks, of no use to early fusion
+        with pytest.raises(ValueError, match=r"^(predict|transform) needs a late-fusion fit \(fusion='late'\): early "
+                                             "fusion learns one affinity of the fitted samples, with no extension"):
+            method(new)
 
 
 def test_fitted_model_keeps_intermediates_only_on_request(anchor_fit):
