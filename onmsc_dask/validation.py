@@ -317,9 +317,14 @@ def column_names(X: Any, distinct: bool = True) -> np.ndarray | None:
 
 def check_column_names(views: list, fitted: list | None, names: Sequence[str] | None = None) -> None:
     """New pandas tables whose columns are named (column_names) must have the fitted view's names in its order
-    (``fitted``: feature_names_in_), else their values would be matched to other features silently."""
+    (``fitted``: feature_names_in_), else their values would be matched to other features silently. A view with
+    names where the fit had none, or none where it had, is taken by position with a warning (as scikit-learn's)."""
     for p, (X, known) in enumerate(zip(views, fitted or [])):
         new = column_names(X, distinct=False)
+        if (new is None) != (known is None):
+            warnings.warn(f"{view_label(p, names)}: " + ("has no column names, but the fit's had" if new is None else
+                                                        "has column names, but the fit's had none")
+                          + "; its columns are taken by position", UserWarning, stacklevel=4)
         if new is None or known is None or np.array_equal(new, known):
             continue
         at = next((i for i, (a, b) in enumerate(zip(new, known)) if a != b), min(len(new), len(known)))

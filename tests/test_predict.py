@@ -372,15 +372,24 @@ def test_negative_values_in_a_counts_view_are_a_named_error(embedding, tmp_path)
 def test_pandas_columns_are_recorded_and_checked_in_predict():
     """A fit on pandas tables records each view's column names (``feature_names_in_``, None for a view without
     string names); predict and transform refuse a table whose columns are reordered or renamed, naming the view (its
-    values used to be taken by position: 1.7% of the labels changed, silently). Arrays without names are taken."""
+    values used to be taken by position: 1.7% of the labels changed, silently). Arrays without names are taken, with
+    a warning (silent before: found by a user trial)."""
     views, _ = _views(400)
     tables = [pd.DataFrame(views[0], columns=[f"px{j}" for j in range(views[0].shape[1])]), views[1],
               pd.DataFrame(views[2])]  # named columns, an array, a table of integer column names
     model = ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(tables)
     assert model.feature_names_in_[0].tolist() == list(tables[0].columns)
     assert model.feature_names_in_[1:] == [None, None]
-    labels = model.predict(tables)
-    np.testing.assert_array_equal(model.predict(views), labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the fit's own kinds of views: no warning
+        labels = model.predict(tables)
+    # arrays where the fit had names, and names where it had none: taken by position, with scikit-learn's warning
+    with pytest.warns(UserWarning, match=r"^view 0: has no column names, but the fit's had; its columns are taken "
+                                         "by position$"):
+        np.testing.assert_array_equal(model.predict(views), labels)
+    named = pd.DataFrame(views[1], columns=[f"c{j}" for j in range(views[1].shape[1])])
+    with pytest.warns(UserWarning, match=r"^view 1: has column names, but the fit's had none"):
+        np.testing.assert_array_equal(model.predict([tables[0], named, tables[2]]), labels)
     reordered = tables[0][tables[0].columns[::-1]]
     for method in ("predict", "transform"):
         with pytest.raises(ValueError, match=r"^view 0: its columns differ from the fit's \(the same names in another "
