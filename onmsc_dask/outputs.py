@@ -10,11 +10,11 @@ import numpy as np
 RUN_FILES = ("report.json", "report.html", "convergence.png", "labels.npy", "labels.csv")
 
 
-def write_run_files(out: Path, files: dict[str, bytes]) -> None:
-    """Put `files` (name: content) into `out` as one run's outputs: every RUN_FILES an earlier run left is removed
-    first (a symbolic link, not its target), and each file is written aside and renamed into place, so `out` never
-    holds a half-written file, nor files of two runs."""
-    for name in RUN_FILES:
+def write_run_files(out: Path, files: dict[str, bytes], earlier: tuple[str, ...] = RUN_FILES) -> None:
+    """Put `files` (name: content) into `out` as one run's outputs: every file of `earlier` (a run's file names) an
+    earlier run left is removed first (a symbolic link, not its target), and each file is written aside and renamed
+    into place, so `out` never holds a half-written file, nor files of two runs."""
+    for name in earlier:
         (out / name).unlink(missing_ok=True)
     for name, content in files.items():
         partial = out / f".{name}.onmsc-dask-partial"

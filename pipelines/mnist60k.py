@@ -26,10 +26,12 @@ import errno
 import functools
 import gc
 import importlib
+import io
 import json
 import multiprocessing
 import pickle
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -45,8 +47,8 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import (cluster_count, connect, one_line, out_dir, positive_int, quiet_client_log,
-                            recorded_warnings, seed_arg, versions, warnings_as_lines)
+from onmsc_dask.cli import (Terminated, _raise_terminated, _signal_handler, cluster_count, connect, one_line, out_dir,
+                            positive_int, quiet_client_log, recorded_warnings, seed_arg, versions, warnings_as_lines)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
 from onmsc_dask.progress import Progress, counted
@@ -62,6 +64,7 @@ VIEW_NAMES = ("pixels", "hog", "dct")
 #: images per pass of hog: its int64 temporaries (about 30 bytes a pixel each) then reuse freed memory instead of
 #: page-faulting fresh maps (60k images: 1.6-1.9 -> 1.1-1.3 CPU-s, the same descriptors)
 HOG_BLOCK_IMAGES = 1000
+HOG_CELL = 7  # pixels per side of a HOG cell
 #: the fit's and the report's modules (scikit-learn, matplotlib, distributed: 2.5-3 s of imports on one core)
 FIT_MODULES = ("distributed", "onmsc_dask.api", "onmsc_dask.outofcore", "onmsc_dask.report")
 WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler (memory: with --processes)
@@ -72,7 +75,7 @@ def pixels(images: np.ndarray) -> np.ndarray:
     return images.reshape(len(images), -1).astype(np.float32) / 255.0
 
 
-def hog(images: np.ndarray, cell: int = 7, bins: int = 9) -> np.ndarray:
+def hog(images: np.ndarray, cell: int = HOG_CELL, bins: int = 9) -> np.ndarray:
     """HOG descriptors of (n, h, w) uint8 images: unsigned orientation histograms weighted by gradient magnitude
     per cell x cell block of pixels, each 2 x 2 group of cells L2-normalised. The gradient (np.gradient's of the
     intensities in [0, 1]) is twice an integer pixel difference over 510, so its magnitude and orientation bin are
@@ -167,9 +170,13 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
         if old is not None and {key: v for key, v in old.items() if key != "image_shape"} == meta:
             return MultiViewStore(path)
         if old is None or old.get("views") != list(VIEW_NAMES):
-            raise SystemExit(f"mnist60k: error: {path} exists and is not a store this pipeline wrote; "
-                             "refusing to overwrite it (pass another --store or --out-dir)")
+            raise ValueError(f"{path} exists and is not a store this pipeline wrote; refusing to overwrite it (pass "
+                             "another --store or --out)")
     images, y = load_mnist_dir(data_dir, split)
+    if images.dtype != np.uint8 or min(images.shape[1:]) < 2 * HOG_CELL:
+        raise ValueError(f"{data_dir}: {split} images of {images.dtype} and {images.shape[1]} x {images.shape[2]} "
+                         f"pixels; the views need 8-bit (uint8) images of at least {2 * HOG_CELL} x {2 * HOG_CELL} "
+                         f"pixels (HOG's 2 x 2 blocks of {HOG_CELL} x {HOG_CELL}-pixel cells)")
     images, y = images[:limit], None if y is None else y[:limit]
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
     views = [blocks.map_blocks(f, drop_axis=2, chunks=(blocks.chunks[0], (f(images[:1]).shape[1],)),
@@ -202,7 +209,7 @@ def start_build(args: argparse.Namespace, stack: ExitStack) -> Callable[[], tupl
         receive.close()  # the parent's end: a message the parent cannot take then fails here instead of blocking
         try:
             send.send(build())
-        except BaseException as exc:  # noqa: BLE001 - the parent raises it (SystemExit of build_store included)
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it
             trace = traceback.format_exc()
             try:
                 pickle.loads(pickle.dumps(exc))
@@ -271,11 +278,12 @@ def fit_anchor(store: MultiViewStore, args: argparse.Namespace, n_landmarks: int
     return OutOfCoreResult.of(model.fit(store, progress=progress))
 
 
-def anchor_sweep(store: MultiViewStore, args: argparse.Namespace) -> list[dict]:
+def anchor_sweep(store: MultiViewStore, args: argparse.Namespace, shown: list[str]) -> list[dict]:
     """Fit each anchor number m of SWEEP with k < m <= n on its own copy of `store` without stages (so every
     stage is computed), in a temporary directory next to the store (so workers that read the store read the
     copies), removed afterwards: `store` keeps the main run's stages. Each copy has its own path, so no task key
-    (which holds the store path) of one sweep point matches another's."""
+    (which holds the store path) of one sweep point matches another's. Each entry keeps the warnings its fit added
+    to `shown` (recorded_warnings)."""
     y, entries = store.labels, []
     width = check_n_components(args.n_components, args.n_clusters, store.n_samples)
     points = [m for m in SWEEP if width < m <= store.n_samples]  # the graph needs m > the width, m <= n
@@ -285,9 +293,10 @@ def anchor_sweep(store: MultiViewStore, args: argparse.Namespace) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="sweep-", dir=store.path.parent) as tmp:
         for m in points:
             copy = store.copy(Path(tmp) / f"m{m}.zarr", stages=False)
-            t = time.perf_counter()
+            t, said = time.perf_counter(), len(shown)
             r = fit_anchor(copy, args, m, refine=True)
-            entries.append({"n_landmarks": m, "seconds": time.perf_counter() - t, "scores": score(y, r.labels)})
+            entries.append({"n_landmarks": m, "seconds": time.perf_counter() - t, "scores": score(y, r.labels),
+                            "warnings": shown[said:]})
             print(json.dumps(entries[-1]), flush=True)
             shutil.rmtree(copy.path)  # one copy on disk at a time
     return entries
@@ -330,8 +339,8 @@ def blas_threads(args: argparse.Namespace) -> AbstractContextManager:
     return nullcontext() if args.scheduler or args.processes else threadpool_limits(1, user_api="blas")
 
 
-def plot_sweep(sweep: list[dict], path: Path) -> None:
-    """Scores (when the data have labels) and time against the anchor number."""
+def plot_sweep(sweep: list[dict]) -> bytes:
+    """Scores (when the data have labels) and time against the anchor number, as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -350,8 +359,10 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
     ax_t.plot(m, [s["seconds"] for s in sweep], "o-")
     ax_t.set(xscale="log", yscale="log", xlabel="anchors m", ylabel="seconds", title="time")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
+    return buffer.getvalue()
 
 
 def page(store: MultiViewStore, result: Any, report: dict) -> Any:
@@ -433,7 +444,7 @@ def main(argv: list[str] | None = None) -> dict:
         built = start_build(args, cluster)
         for name in FIT_MODULES:
             importlib.import_module(name)
-        from onmsc_dask.outputs import labels_files, write_run_files
+        from onmsc_dask.outputs import RUN_FILES, labels_files, write_run_files
         from onmsc_dask.report import figures, report_files, scores_line, sizes_line
 
         stack.enter_context(blas_threads(args))
@@ -444,6 +455,10 @@ def main(argv: list[str] | None = None) -> dict:
         log(f"Dask dashboard: {client.dashboard_link}")
         log.client = client
         report, store, result = fit(args, client, log, built)
+        run_warnings = list(shown)
+        if args.sweep:
+            log("anchor sweep")
+            report["sweep"] = anchor_sweep(store, args, shown)
         log.client = None
         cluster.close()  # the client and its LocalCluster: the workers' memory is freed before the report
         log("writing report.json, report.html, labels, convergence.png")
@@ -456,9 +471,10 @@ def main(argv: list[str] | None = None) -> dict:
             labels = labels_files(result.labels)
             report["single_view_scores"] = run_page.single_view_scores = None if scores is None else {
                 name: future.result() for name, future in zip(store.view_names, scores)}
-        report["warnings"] = run_page.warnings = list(shown)
+        report["warnings"] = run_page.warnings = run_warnings  # the sweep's are in its entries
+        sweep = {} if "sweep" not in report else {"anchor_sweep.png": plot_sweep(report["sweep"])}
         write_run_files(args.out, {"report.json": json.dumps(report, indent=2).encode(),
-                                   **report_files(run_page, pngs), **labels})
+                                   **report_files(run_page, pngs), **labels, **sweep}, (*RUN_FILES, "anchor_sweep.png"))
         log(f"wrote {args.out / 'report.html'}")
     print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
@@ -496,16 +512,12 @@ def fit(args: argparse.Namespace, client: Any, log: Progress,
               "cluster_sizes": cluster_sizes(result.labels, args.n_clusters),
               "single_view_scores": None,  # main scores the views while it writes the report
               "versions": versions()}
-    if args.sweep:
-        log("anchor sweep")
-        report["sweep"] = anchor_sweep(store, args)
-        plot_sweep(report["sweep"], args.out / "anchor_sweep.png")
     return report, store, result
 
 
 if __name__ == "__main__":
     try:
-        with warnings_as_lines("mnist60k"):
+        with warnings_as_lines("mnist60k"), _signal_handler(signal.SIGTERM, _raise_terminated):
             main()
         gc.freeze()  # the exit then skips its garbage-collection passes over this run's objects (1.1-1.2 s)
     except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
@@ -515,7 +527,8 @@ if __name__ == "__main__":
                   "; free space, then the same command resumes after the last finished stage"
                   if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) else "")
         sys.exit(f"mnist60k: error: {one_line(exc)}{resume}")
-    except KeyboardInterrupt:  # Ctrl-C: one line, as onmsc-dask run's
-        print("mnist60k: interrupted; the store keeps the stages finished before, and the same command resumes after "
-              "the last of them", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (the views' child stopped with it): one line, as onmsc-dask
+        terminated = isinstance(exc, Terminated)  # run's
+        print(f"mnist60k: {'terminated (SIGTERM)' if terminated else 'interrupted'}; the store keeps the stages "
+              "finished before, and the same command resumes after the last of them", file=sys.stderr)
+        sys.exit(143 if terminated else 130)

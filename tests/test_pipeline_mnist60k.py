@@ -85,8 +85,12 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
     store = MultiViewStore(out / "views.zarr")
     assert store.read_result("landmarks", "L0").shape[0] == 40
     assert all(params["n_landmarks"] == 40 for params in store.stages().values())
+    # the sweep's warnings are its entries' (they were listed as the main run's), its figure a run file: a rerun
+    # without --sweep removes it (it stayed beside the new report)
+    assert all("warnings" in s for s in report["sweep"])
     again = run(mnist60k, data, out, scheduler)
     assert again["computed_stages"] == [] and again["scores"] == report["scores"]
+    assert not (out / "anchor_sweep.png").exists() and "sweep" not in again
 
 
 def test_n_components_reaches_the_fit_and_the_sweep(mnist60k, scheduler, tmp_path, monkeypatch, capsys):
@@ -158,10 +162,17 @@ def test_bad_directories_and_foreign_stores_are_refused(mnist60k, tmp_path, caps
         assert exit_info.value.code == 2
     assert "holds no MNIST-format image file" in capsys.readouterr().err and not (tmp_path / "out").exists()
     foreign = MultiViewStore.create(tmp_path / "other.zarr", [np.eye(6), np.eye(6)[::-1]], metadata={"x": 1})
-    with pytest.raises(SystemExit, match="not a store this pipeline wrote; refusing to overwrite it"):
+    with pytest.raises(ValueError, match=r"not a store this pipeline wrote; refusing to overwrite it \(pass another "
+                                         r"--store or --out\)"):
         mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out", str(tmp_path / "out"),
                        "--store", str(foreign.path), *ARGS])
     assert MultiViewStore(foreign.path).metadata == {"x": 1}
+    small = tmp_path / "small"  # 7 x 7 images: HOG has no 2 x 2 block of cells ("need at least one array to stack")
+    small.mkdir()
+    write_idx(small / "train-images-idx3-ubyte", np.zeros((30, 7, 7), np.uint8))
+    with pytest.raises(ValueError, match=r"train images of uint8 and 7 x 7 pixels; the views need 8-bit \(uint8\) "
+                                         r"images of at least 14 x 14 pixels"):
+        mnist60k.main(["--data-dir", str(small), "--out", str(tmp_path / "small-out"), "--n-clusters", "2", *ARGS])
 
 
 def test_dotted_idx_names_and_a_limit_beyond_the_images(mnist60k, scheduler, tmp_path, capsys):
@@ -396,6 +407,24 @@ def test_a_damaged_image_file_ends_the_command_in_one_line(tmp_path):
     assert not list(out.glob("views.zarr*"))
 
 
+def test_a_refused_store_in_the_forked_build_is_one_line_and_exit_1(tmp_path):
+    """A views.zarr in --out that the pipeline did not write, refused by the forked child that builds the views: the
+    command printed nothing and exited 0 (SystemExit, pickled back once distributed is imported, lost its code)."""
+    import subprocess
+    import sys
+
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    (out / "views.zarr").mkdir(parents=True)
+    (out / "views.zarr" / "mine.txt").write_text("mine")
+    done = subprocess.run([sys.executable, str(ROOT / "pipelines" / "mnist60k.py"), "--data-dir", str(data), "--out",
+                           str(out), "--quiet", *ARGS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("[")]
+    assert line == (f"mnist60k: error: {out / 'views.zarr'} exists and is not a store this pipeline wrote; refusing "
+                    "to overwrite it (pass another --store or --out)"), done.stderr
+    assert (out / "views.zarr" / "mine.txt").read_text() == "mine"
+
+
 def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, capsys):
     """--n-components below k, --n-landmarks not above the width, --n-clusters of n or more, or unlabelled images
     without --n-clusters: an error from the IDX header and labels before the views are built or a cluster is asked
@@ -451,10 +480,12 @@ def test_warnings_are_one_line_and_the_report_names_the_weights(tmp_path):
     assert '<li data-key="warnings.0">' in (out / "report.html").read_text()
 
 
-def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, how):
     """SIGINT to the pipeline's process group (Ctrl-C in a terminal) as the landmarks stage starts: one line, exit
-    130 (it used to be a 40-line KeyboardInterrupt traceback and a worker's CancelledError warning); the same
-    command then completes."""
+    130 (it used to be a 40-line KeyboardInterrupt traceback and a worker's CancelledError warning); SIGTERM to the
+    pipeline alone (`kill PID`): likewise, exit 143 (it died at once, leaving the views' forked child running on, to
+    end in a BrokenPipeError traceback); the same command then completes."""
     import os
     import signal
     import subprocess
@@ -467,12 +498,13 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path):
     for line in run.stderr:
         lines.append(line)
         if "stage 1/5 landmarks ..." in line:
-            os.killpg(run.pid, signal.SIGINT)
+            os.killpg(run.pid, signal.SIGINT) if how == "ctrl-c" else os.kill(run.pid, signal.SIGTERM)
             break
     lines += run.stderr.read().splitlines(keepends=True)
-    assert run.wait(120) == 130, "".join(lines)
+    assert run.wait(120) == (130 if how == "ctrl-c" else 143), "".join(lines)
     assert "Traceback" not in "".join(lines) and "CancelledError" not in "".join(lines), "".join(lines)
-    assert lines[-1] == ("mnist60k: interrupted; the store keeps the stages finished before, and the same command "
+    said = "interrupted" if how == "ctrl-c" else "terminated (SIGTERM)"
+    assert lines[-1] == (f"mnist60k: {said}; the store keeps the stages finished before, and the same command "
                          "resumes after the last of them\n")
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
