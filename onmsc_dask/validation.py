@@ -321,11 +321,11 @@ def check_column_names(views: list, fitted: list | None, names: Sequence[str] | 
     names where the fit had none, or none where it had, is taken by position with a warning (as scikit-learn's)."""
     for p, (X, known) in enumerate(zip(views, fitted or [])):
         new = column_names(X, distinct=False)
-        if (new is None) != (known is None):
-            warnings.warn(f"{view_label(p, names)}: " + ("has no column names, but the fit's had" if new is None else
-                                                        "has column names, but the fit's had none")
-                          + "; its columns are taken by position", UserWarning, stacklevel=4)
         if new is None or known is None or np.array_equal(new, known):
+            if (column_names(X) is None) != (known is None):  # as the fit records them: distinct names only
+                warnings.warn(f"{view_label(p, names)}: " + ("has column names, but the fit's had none" if known is None
+                                                            else "has no column names, but the fit's had")
+                              + "; its columns are taken by position", UserWarning, stacklevel=5)
             continue
         at = next((i for i, (a, b) in enumerate(zip(new, known)) if a != b), min(len(new), len(known)))
         found = f"{new[at]!r}" if at < len(new) else "no column"

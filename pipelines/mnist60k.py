@@ -206,6 +206,7 @@ def start_build(args: argparse.Namespace, stack: ExitStack) -> Callable[[], tupl
     receive, send = multiprocessing.Pipe(duplex=False)
 
     def child() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: terminated, it just ends
         receive.close()  # the parent's end: a message the parent cannot take then fails here instead of blocking
         try:
             send.send(build())
@@ -472,7 +473,7 @@ def main(argv: list[str] | None = None) -> dict:
             report["single_view_scores"] = run_page.single_view_scores = None if scores is None else {
                 name: future.result() for name, future in zip(store.view_names, scores)}
         report["warnings"] = run_page.warnings = run_warnings  # the sweep's are in its entries
-        sweep = {} if "sweep" not in report else {"anchor_sweep.png": plot_sweep(report["sweep"])}
+        sweep = {"anchor_sweep.png": plot_sweep(report["sweep"])} if report.get("sweep") else {}
         write_run_files(args.out, {"report.json": json.dumps(report, indent=2).encode(),
                                    **report_files(run_page, pngs), **labels, **sweep}, (*RUN_FILES, "anchor_sweep.png"))
         log(f"wrote {args.out / 'report.html'}")

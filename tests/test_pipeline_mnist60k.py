@@ -93,6 +93,16 @@ def test_sweep_keeps_the_main_run_stages(mnist60k, scheduler, tmp_path, monkeypa
     assert not (out / "anchor_sweep.png").exists() and "sweep" not in again
 
 
+def test_a_sweep_of_no_anchor_number_writes_the_report(mnist60k, scheduler, tmp_path, monkeypatch):
+    """Every anchor number of the sweep out of range: an IndexError after the fit, and no report (found by a
+    review)."""
+    monkeypatch.setattr(mnist60k, "SWEEP", (3,))  # m = k
+    out = tmp_path / "out"
+    report = run(mnist60k, mnist_dir(tmp_path / "data"), out, scheduler, "--sweep")
+    assert report["sweep"] == [] and json.loads((out / "report.json").read_text())["sweep"] == []
+    assert not (out / "anchor_sweep.png").exists()
+
+
 def test_n_components_reaches_the_fit_and_the_sweep(mnist60k, scheduler, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(mnist60k, "SWEEP", (5, 6, 40))  # m must exceed n_components = 5
     out = tmp_path / "out"
@@ -301,8 +311,10 @@ def test_views_are_built_where_the_images_are_not_shipped_in_a_graph(mnist60k, s
 
 
 CHILD_BUILD = """
-import json, os, sys, time
+import json, os, signal, sys, time
 from pathlib import Path
+
+from onmsc_dask.cli import _raise_terminated, _signal_handler
 
 sys.path.insert(0, sys.argv[1])
 import mnist60k
@@ -318,7 +330,8 @@ class Unpicklable(Exception):
 
 def recorded(*args):
     modules = sorted(m for m in mnist60k.FIT_MODULES + ("sklearn", "matplotlib") if m in sys.modules)
-    (out / "builder.json").write_text(json.dumps({"pid": os.getpid(), "modules": modules}))
+    sigterm = signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    (out / "builder.json").write_text(json.dumps({"pid": os.getpid(), "modules": modules, "sigterm_default": sigterm}))
     if case == "dies":
         os._exit(3)
     if case == "unpicklable":
@@ -336,7 +349,8 @@ mnist60k.build_store = recorded
 if case == "stopped":  # main leaves before it waits for the views
     mnist60k.make_client = no_cluster
 try:
-    outcome = {"report": mnist60k.main(["--data-dir", str(data), "--out", str(out), "--quiet", *sys.argv[5:]])}
+    with _signal_handler(signal.SIGTERM, _raise_terminated):  # as the command runs main
+        outcome = {"report": mnist60k.main(["--data-dir", str(data), "--out", str(out), "--quiet", *sys.argv[5:]])}
 except (ValueError, OSError, RuntimeError) as exc:
     outcome = {"error": type(exc).__name__ + ": " + str(exc), "cause": type(exc.__cause__).__name__,
                "trace": str(exc.__cause__)}
@@ -372,6 +386,7 @@ def test_the_views_are_built_in_a_child_forked_before_the_fit_modules_import(mni
     result = json.loads(done.stdout.splitlines()[-1])
     builder = json.loads((out / "builder.json").read_text())
     assert builder["pid"] != result["pid"] and builder["modules"] == []  # forked before the fit's imports
+    assert builder["sigterm_default"]  # terminated, it ends (the parent's handler made it a traceback: a review)
     assert not result["child_alive"]
     if case == "builds":
         assert result["report"]["n_samples"] == 200 and result["report"]["scores"]["acc"] > 0.9

@@ -385,8 +385,9 @@ def test_pandas_columns_are_recorded_and_checked_in_predict():
         labels = model.predict(tables)
     # arrays where the fit had names, and names where it had none: taken by position, with scikit-learn's warning
     with pytest.warns(UserWarning, match=r"^view 0: has no column names, but the fit's had; its columns are taken "
-                                         "by position$"):
+                                         "by position$") as said:
         np.testing.assert_array_equal(model.predict(views), labels)
+    assert said[0].filename == __file__  # the caller's line, as scikit-learn's (it named ONMSC.predict)
     named = pd.DataFrame(views[1], columns=[f"c{j}" for j in range(views[1].shape[1])])
     with pytest.warns(UserWarning, match=r"^view 1: has column names, but the fit's had none"):
         np.testing.assert_array_equal(model.predict([tables[0], named, tables[2]]), labels)
@@ -406,7 +407,11 @@ def test_pandas_columns_are_recorded_and_checked_in_predict():
     with pytest.raises(ValueError, match=r"view 0: its columns differ from the fit's \(other names"):
         model.predict([repeated, *tables[1:]])  # names that repeat are checked too
     twice = [tables[0].set_axis(["a", "a", *tables[0].columns[2:]], axis=1), *tables[1:]]  # names that repeat
-    assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(twice).feature_names_in_ == [None] * 3
+    fitted = ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(twice)
+    assert fitted.feature_names_in_ == [None] * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its own tables: no "has column names, but the fit's had none"
+        fitted.predict(twice)
     np.testing.assert_array_equal(model.predict([reordered[model.feature_names_in_[0]], *tables[1:]]), labels)
     assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(views).feature_names_in_ == [None] * 3
 
