@@ -26,7 +26,6 @@ import errno
 import functools
 import gc
 import importlib
-import io
 import json
 import multiprocessing
 import pickle
@@ -347,6 +346,8 @@ def plot_sweep(sweep: list[dict]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from onmsc_dask.report import png
+
     m = [s["n_landmarks"] for s in sweep]
     scored = sweep[0]["scores"] is not None
     fig, axes = plt.subplots(1, 1 + scored, figsize=(4.5 * (1 + scored), 3.5), squeeze=False)
@@ -360,10 +361,9 @@ def plot_sweep(sweep: list[dict]) -> bytes:
     ax_t.plot(m, [s["seconds"] for s in sweep], "o-")
     ax_t.set(xscale="log", yscale="log", xlabel="anchors m", ylabel="seconds", title="time")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
+    data = png(fig)
     plt.close(fig)
-    return buffer.getvalue()
+    return data
 
 
 def page(store: MultiViewStore, result: Any, report: dict) -> Any:
