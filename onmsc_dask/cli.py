@@ -858,11 +858,8 @@ def _gone(args: argparse.Namespace) -> bool:
     longer there. False when that cannot be told (the store out of reach, access denied)."""
     from .location import location
 
-    where = location(_url(args), args.storage_options)
     try:
-        fs = where.filesystem()
-        fs.invalidate_cache()
-        return not fs.exists(f"{where.url}/zarr.json")
+        return not location(f"{_url(args)}/zarr.json", args.storage_options).exists()
     except Exception:  # noqa: BLE001 - the file system's own errors (botocore's are no OSError): cannot tell
         return False
 

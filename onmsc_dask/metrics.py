@@ -41,8 +41,8 @@ def purity(y_true, y_pred) -> float:
 
 def evaluate(y_true, y_pred) -> dict[str, float]:
     """``acc``, ``nmi``, ``purity`` and ``ari`` of a predicted labelling."""
-    _contingency(y_true, y_pred)
     y_true, y_pred = _labelling(y_true, "y_true"), _labelling(y_pred, "y_pred")
+    _contingency(y_true, y_pred)
     return {
         "acc": accuracy(y_true, y_pred),
         "nmi": float(normalized_mutual_info_score(y_true, y_pred)),

@@ -246,7 +246,7 @@ def _live(holder: dict) -> bool:
     """Whether the run holding a lock may still run: on another host, or in another PID namespace (its PIDs are not
     ours to check), or a process of this host that runs and, where both starts are known, started when the lock's
     did (else its PID was used again)."""
-    if holder.get("host") != socket.gethostname() or holder.get("pid_namespace", _pid_namespace()) != _pid_namespace():
+    if holder.get("host") != socket.gethostname() or _elsewhere(holder):
         return True
     if not _running(holder.get("pid")):
         return False
@@ -254,10 +254,14 @@ def _live(holder: dict) -> bool:
     return start is None or _process_start(holder["pid"]) in (None, start)
 
 
+def _elsewhere(holder: dict) -> bool:
+    """Whether a lock was taken in another PID namespace than this process's (a lock without one: the same)."""
+    return holder.get("pid_namespace", _pid_namespace()) != _pid_namespace()
+
+
 def _holder_text(holder: dict) -> str:
-    elsewhere = holder.get("pid_namespace", _pid_namespace()) != _pid_namespace()
-    return (f"PID {holder.get('pid')}{' in another PID namespace (a container)' * elsewhere} on {holder.get('host')}, "
-            f"started {holder.get('started')}")
+    return (f"PID {holder.get('pid')}{' in another PID namespace (a container)' * _elsewhere(holder)} on "
+            f"{holder.get('host')}, started {holder.get('started')}")
 
 
 def _warn_taking_over(lock: Any, holder: dict) -> None:

@@ -322,7 +322,7 @@ def check_column_names(views: list, fitted: list | None, names: Sequence[str] | 
     for p, (X, known) in enumerate(zip(views, fitted or [])):
         new = column_names(X, distinct=False)
         if new is None or known is None or np.array_equal(new, known):
-            if (column_names(X) is None) != (known is None):  # as the fit records them: distinct names only
+            if (new is None or len(set(new)) < len(new)) != (known is None):  # as the fit records them: distinct
                 warnings.warn(f"{view_label(p, names)}: " + ("has column names, but the fit's had none" if known is None
                                                             else "has no column names, but the fit's had")
                               + "; its columns are taken by position", UserWarning, stacklevel=5)
