@@ -25,7 +25,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -785,6 +785,11 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated
 
 
+def sigterm_raises() -> AbstractContextManager[None]:
+    """SIGTERM raises :class:`Terminated` meanwhile (in the main thread), so a run stops as on Ctrl-C."""
+    return _signal_handler(signal.SIGTERM, _raise_terminated)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``onmsc-dask``; returns the exit code (0 success, 2 bad input or no scheduler, 1 the cluster
     lost the computation, the --data URL store could not be reached or a disk is full, 130 interrupted, 143
@@ -794,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .supervision import ClusterLost
 
-    with warnings_as_lines("onmsc-dask"), _signal_handler(signal.SIGTERM, _raise_terminated):
+    with warnings_as_lines("onmsc-dask"), sigterm_raises():
         try:
             log = _Log(quiet=args.quiet)
             with log.watch():

@@ -46,8 +46,8 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import (Terminated, _raise_terminated, _signal_handler, cluster_count, connect, one_line, out_dir,
-                            positive_int, quiet_client_log, recorded_warnings, seed_arg, versions, warnings_as_lines)
+from onmsc_dask.cli import (Terminated, cluster_count, connect, one_line, out_dir, positive_int, quiet_client_log,
+                            recorded_warnings, seed_arg, sigterm_raises, versions, warnings_as_lines)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
 from onmsc_dask.progress import Progress, counted
@@ -518,7 +518,7 @@ def fit(args: argparse.Namespace, client: Any, log: Progress,
 
 if __name__ == "__main__":
     try:
-        with warnings_as_lines("mnist60k"), _signal_handler(signal.SIGTERM, _raise_terminated):
+        with warnings_as_lines("mnist60k"), sigterm_raises():
             main()
         gc.freeze()  # the exit then skips its garbage-collection passes over this run's objects (1.1-1.2 s)
     except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line

@@ -314,7 +314,7 @@ CHILD_BUILD = """
 import json, os, signal, sys, time
 from pathlib import Path
 
-from onmsc_dask.cli import _raise_terminated, _signal_handler
+from onmsc_dask.cli import sigterm_raises
 
 sys.path.insert(0, sys.argv[1])
 import mnist60k
@@ -349,7 +349,7 @@ mnist60k.build_store = recorded
 if case == "stopped":  # main leaves before it waits for the views
     mnist60k.make_client = no_cluster
 try:
-    with _signal_handler(signal.SIGTERM, _raise_terminated):  # as the command runs main
+    with sigterm_raises():  # as the command runs main
         outcome = {"report": mnist60k.main(["--data-dir", str(data), "--out", str(out), "--quiet", *sys.argv[5:]])}
 except (ValueError, OSError, RuntimeError) as exc:
     outcome = {"error": type(exc).__name__ + ": " + str(exc), "cause": type(exc.__cause__).__name__,
