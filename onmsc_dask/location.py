@@ -13,6 +13,8 @@ __all__ = ["Location", "is_url", "location", "unreachable"]
 
 #: URL schemes that are local paths (file:// URLs become plain paths)
 _LOCAL = ("file", "local")
+#: URL schemes of object stores, whose URLs start with a bucket (or container) that check_bucket checks
+_BUCKETED = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss")
 
 
 class BucketUnreachable(ValueError):
@@ -72,7 +74,7 @@ class Location:
         """An object store's bucket (the URL's first path component) must exist and be readable with the
         credentials: a missing bucket or a refused credential is a one-line error naming it."""
         fs = self.filesystem()
-        if self.protocol == "memory":
+        if self.protocol not in _BUCKETED:  # memory://, http://, ftp://, ...: the store's own open says what is wrong
             return
         bucket = fs._strip_protocol(self.url).split("/", 1)[0]
         try:

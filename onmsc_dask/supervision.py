@@ -12,6 +12,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .location import unreachable
+
 LOCK_NAME = ".onmsc-dask.lock"
 #: seconds the cluster may have no worker (a nanny restarts a killed one within a few) before a run is abandoned
 NO_WORKER_TIMEOUT = 30.0
@@ -186,7 +188,14 @@ class StoreLock:
                                    f"its stages into {self.url.rsplit('/', 1)[0]}; wait for it to end (if that run "
                                    f"is gone, delete {self.url})")
             _warn_taking_over(self.url, holder)
-        self.fs.pipe(self.path, self.content.encode())
+        try:
+            self.fs.pipe(self.path, self.content.encode())
+        except Exception as exc:  # noqa: BLE001 - each file system refuses a write in its own way (http: a 405)
+            if unreachable(exc) is not None:
+                raise
+            raise ValueError(f"{self.url.rsplit('/', 1)[0]}: this run cannot write into the store "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())}), which receives the run's stages; "
+                             "copy it where the run may write (a local path or a bucket) and run on the copy") from None
         return self
 
     def __exit__(self, *exc: object) -> None:

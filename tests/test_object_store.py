@@ -371,3 +371,38 @@ def test_only_a_store_whose_root_is_gone_is_called_gone(s3, monkeypatch):
     fsspec.filesystem("s3", **s3).rm("views/probe.zarr", recursive=True)
     with pytest.raises(StoreOutOfReach), _mid_run(args):
         raise ValueError("No group found in store")
+
+
+def test_a_store_served_over_http_is_fitted_where_it_is_and_the_cli_says_it_cannot_write_there(tmp_path, capsys):
+    """A store on a read-only web server (Python's http.server): fit reads it as a local copy; the CLI, which writes
+    its stages into a --data URL store, says in one line that it cannot and what to do (it was aiohttp's 501
+    traceback), and an http:// URL with no server was "bucket 'http:' does not exist" (found by a trial)."""
+    from onmsc_dask.cli import main
+
+    views, y = _views(300)
+    MultiViewStore.create(tmp_path / "served" / "views.zarr", views, y)
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "served").rglob("*"))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", "-b", "127.0.0.1", str(port)],
+                            cwd=tmp_path / "served", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/views.zarr"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"{url}/zarr.json", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        served = ONMSC(10, random_state=0).fit(url).labels_
+        np.testing.assert_array_equal(served, ONMSC(10, random_state=0).fit(tmp_path / "served" / "views.zarr").labels_)
+        code = main(["run", "--data", url, "--out", str(tmp_path / "out"), "--quiet"])
+    finally:
+        stop([proc])
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("onmsc-dask: error")]
+    assert code == 2 and "Traceback" not in err and len(said) == 1, err
+    assert said[0].startswith(f"onmsc-dask: error: {url}: this run cannot write into the store ("), said
+    assert said[0].endswith("copy it where the run may write (a local path or a bucket) and run on the copy"), said
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "served").rglob("*")) == before
+    with pytest.raises(ValueError, match=f"^no readable onmsc-dask store at {url}: Cannot connect"):
+        MultiViewStore(url)  # the server is gone
