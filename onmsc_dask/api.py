@@ -140,10 +140,10 @@ def cache_store(cache, views, names: list[str] | None, storage_options: dict | N
     from .location import Location, is_url, location
     from .store import MultiViewStore
 
-    if hasattr(views, "read_view") and _same_location(views, cache, storage_options):
+    options = storage_options if is_url(cache) else None
+    if hasattr(views, "read_view") and _same_location(views, cache, options):
         return views
     token = _input_token(views)
-    options = storage_options if is_url(cache) else None
     if isinstance(cache, MultiViewStore):
         existing, where = cache, cache.path
     else:

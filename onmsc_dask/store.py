@@ -328,14 +328,16 @@ class MultiViewStore:
         return True
 
     def view_dask(self, p: int) -> da.Array:
-        """Dense view `p` as a dask array chunked like the stored row chunks."""
+        """View `p` as a dask array of its stored row chunks, each read by read_rows where its task runs (a damaged or
+        deleted chunk file is an error naming it; a sparse view's chunks are CSR matrices)."""
         node = self._view(p)
-        if isinstance(node, zarr.Group):
-            raise ValueError(
-                f"{view_label(p, self.view_names)} is sparse; read it block by block with "
-                "read_rows(p, start, stop) over row_chunks(p)"
-            )
-        return da.from_zarr(node)
+        sparse = isinstance(node, zarr.Group)
+        dtype = node["data"].dtype if sparse else node.dtype
+        meta = sp.csr_matrix((0, 0), dtype=dtype) if sparse else np.empty((0, 0), dtype)
+        width = self.view_shape(p)[1]
+        read = dask.delayed(_stored_rows, pure=True)  # its key: the store's location and content_id, the rows
+        return da.concatenate([da.from_delayed(read(self.location, self.content_id, p, s, e), (e - s, width), dtype,
+                                               meta=meta) for s, e in self.row_chunks(p)])
 
     def row_chunks(self, p: int) -> list[tuple[int, int]]:
         """(start, stop) row ranges of the stored chunks of view `p`."""
@@ -569,6 +571,12 @@ def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
     return check_same_rows([view.shape[0] for view in views], names)
+
+
+def _stored_rows(path: Path | Location, content_id: str | None, p: int, start: int,
+                 stop: int) -> np.ndarray | sp.csr_matrix:
+    """Rows start:stop of view `p` of the store at `path` (a view_dask task; `content_id` names the content read)."""
+    return MultiViewStore(path).read_rows(p, start, stop)
 
 
 def _node_rows(node: zarr.Array | zarr.Group, start: int, stop: int) -> np.ndarray | sp.csr_matrix:

@@ -253,6 +253,23 @@ def test_estimator_fits_a_store_url(s3):
         fit_store(MultiViewStore("s3://views/small.zarr", s3), 10, storage_options=s3, **PARAMS)
 
 
+def test_a_url_store_with_a_sparse_view_is_fitted_with_a_cache(s3, tmp_path):
+    """A URL store's views are written to a cache from their dask views (MultiViewStore.view_dask), which refused a
+    sparse view: "view 1 ('view1') is sparse; read it block by block" (a review). With a local cache and an S3 one,
+    the fit now gives the labels it gives without a cache."""
+    import scipy.sparse as sp
+
+    views, y = _views(300)
+    views[1] = sp.csr_matrix(np.where(views[0] > 8, views[0], 0))
+    MultiViewStore.create("s3://views/sparse.zarr", views, y, chunk_rows=100, storage_options=s3, overwrite=True)
+    params = dict(embedding="anchor", random_state=0, **{k: v for k, v in PARAMS.items() if k != "random_state"})
+    plain = ONMSC(10, **params).fit("s3://views/sparse.zarr", storage_options=s3).labels_
+    for cache in (tmp_path / "cache.zarr", "s3://views/sparse-cache.zarr"):
+        cached = ONMSC(10, cache=cache, **params).fit("s3://views/sparse.zarr", storage_options=s3)
+        np.testing.assert_array_equal(cached.labels_, plain)
+        assert MultiViewStore(cache, **({"storage_options": s3} if isinstance(cache, str) else {})).is_sparse(1)
+
+
 def test_overwrite_replaces_an_s3_store(s3):
     views, y = _views(120)
     MultiViewStore.create("s3://views/o.zarr", views, y, storage_options=s3, overwrite=True)

@@ -42,6 +42,16 @@ def test_dense_round_trip_dtypes(tmp_path, rng, dtype, stored):
     np.testing.assert_array_equal(store.view_dask(0).compute(), got)
 
 
+def test_view_dask_of_a_deleted_chunk_file_is_an_error_naming_its_rows(tmp_path, rng):
+    """view_dask reads each chunk as read_rows does: a deleted chunk file was NaN rows (da.from_zarr's fill value),
+    which a cache store written from them then called "NaN values" (a review)."""
+    store = MultiViewStore.create(tmp_path / "s.zarr", [rng.normal(size=(N, 5))], chunk_rows=16)
+    (store.path / "views" / "0" / "c" / "1" / "0").unlink()
+    with pytest.raises(ValueError, match=r"view 0 \('view0'\) rows 16:32 hold missing values: a chunk file was "
+                                         "deleted"):
+        store.view_dask(0).compute()
+
+
 def test_metadata_labels_and_shapes(tmp_path, rng):
     views = [rng.normal(size=(N, 3)), _sparse(rng)]
     y = np.arange(N) % 4
@@ -72,8 +82,9 @@ def test_sparse_round_trip_and_rows_across_chunks(tmp_path, rng):
         np.testing.assert_array_equal(store.read_rows(0, start, stop), dense[start:stop])
         rows = store.read_rows(1, start, stop)
         np.testing.assert_array_equal(rows.toarray(), sparse[start:stop].toarray())
-    with pytest.raises(ValueError, match=r"view 1 \('view1'\) is sparse.*read_rows"):
-        store.view_dask(1)
+    lazy = store.view_dask(1)  # CSR chunks (a URL store's sparse view given to a cache was refused: a review)
+    assert lazy.chunks == ((16, 16, 16, 2), (sparse.shape[1],)) and sp.issparse(lazy._meta)
+    np.testing.assert_array_equal(lazy.compute().toarray(), sparse.toarray())
     with pytest.raises(IndexError):
         store.read_rows(0, 40, N + 1)
     with pytest.raises(IndexError, match="store has 2 views"):
