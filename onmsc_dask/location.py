@@ -35,8 +35,10 @@ def unreachable(exc: BaseException | None) -> BaseException | None:
 
 
 def is_url(path: Any) -> bool:
-    """Whether `path` is a URL with a scheme (``s3://b/x.zarr``), not a local path."""
-    return isinstance(path, str) and "://" in path and path.split("://", 1)[0].replace("+", "").isalnum()
+    """Whether `path` is a URL with a scheme (``s3://b/x.zarr``, or fsspec's chained ``simplecache::s3://…``), not a
+    local path."""
+    return (isinstance(path, str) and "://" in path
+            and all(scheme.replace("+", "").isalnum() for scheme in path.split("://", 1)[0].split("::")))
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,10 @@ def location(path: str | os.PathLike | Location, storage_options: dict | None = 
             return Path(path).expanduser()
         except RuntimeError as exc:  # "~user" of no such user
             raise ValueError(f"{path}: {exc}") from None
-    if path.split("://", 1)[0] in _LOCAL:
-        return Path(path.split("://", 1)[1])
+    scheme, rest = path.split("://", 1)
+    if "::" in scheme:
+        raise ValueError(f"{path}: chained fsspec URLs are not supported; give the store's own URL "
+                         f"({scheme.rsplit('::', 1)[1]}://{rest})")
+    if scheme in _LOCAL:
+        return location(rest, storage_options)
     return Location(path.rstrip("/"), dict(storage_options or {}))

@@ -1,6 +1,7 @@
 """Stores in object stores: a real S3 server (moto in server mode on 127.0.0.1) holds the views, and a real Dask
 scheduler with two worker processes, in a directory of their own, reads their chunks from it."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -80,6 +81,23 @@ def test_memory_url_is_no_local_directory(tmp_path, monkeypatch):
     with pytest.raises(FileExistsError, match="already exists"):
         MultiViewStore.create("memory://onmsc-test/a.zarr", views)
     assert list(tmp_path.iterdir()) == []  # nothing local, no "memory:" directory
+
+
+def test_chained_and_file_urls_are_never_a_directory_of_their_own_name(tmp_path, monkeypatch):
+    """fsspec's chained URL simplecache::memory://b/x.zarr was taken for a local path: the store was written to a
+    directory "simplecache::memory:" (a review); file://~/x.zarr made a directory "~"."""
+    from onmsc_dask.location import location
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for chained in ("simplecache::memory://b/x.zarr", "blockcache::s3://b/x.zarr"):
+        with pytest.raises(ValueError, match=f"^{re.escape(chained)}: chained fsspec URLs are not supported; give the "
+                                             "store's own URL"):
+            MultiViewStore.create(chained, _views(50)[0])
+    assert location("file://~/x.zarr") == tmp_path / "home" / "x.zarr"
+    with pytest.raises(ValueError, match="storage_options apply to URLs"):
+        location(f"file://{tmp_path}/x.zarr", {"auto_mkdir": True})  # they were dropped without a word
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_uninstalled_scheme_missing_bucket_and_bad_options_are_one_line_errors(s3, tmp_path, monkeypatch):
