@@ -72,6 +72,9 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
         raise ValueError(f"{name}: has shape {y.shape}, expected a vector (labels are one column of class ids or "
                          "names, one per sample)")
     y = y.ravel()
+    if y.dtype == object and y.size:  # e.g. pandas' .astype(object) of class ids
+        values = np.asarray(y.tolist())
+        y = values if values.dtype.kind in "biuf" else y
     if y.dtype.kind == "f" and not (np.isfinite(y).all() and np.array_equal(y, np.round(y))):
         missing = np.flatnonzero(np.isnan(y))
         if missing.size:

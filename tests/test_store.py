@@ -130,6 +130,21 @@ def test_mismatched_rows_and_labels_name_the_problem(tmp_path, rng):
     assert not (tmp_path / "s.zarr").exists()
 
 
+def test_class_ids_in_an_object_array_are_labels(tmp_path, rng):
+    """pandas' Series.astype(object) of integer ids was "has dtype object, expected integers" (a review); an object
+    array of anything else is still refused."""
+    import pandas as pd
+
+    y = np.arange(N) % 3
+    store = MultiViewStore.create(tmp_path / "s.zarr", [rng.normal(size=(N, 2))], pd.Series(y).astype(object))
+    np.testing.assert_array_equal(store.labels, y)
+    for bad, said in ((np.array([0, "a"] * (N // 2), object), "has dtype object"),
+                      (np.array([0, None] * (N // 2), object), "has dtype object"),
+                      (np.array([1.5, 2] * (N // 2), object), "holds non-integer values")):
+        with pytest.raises(ValueError, match=f"labels: {said}"):
+            MultiViewStore.create(tmp_path / "t.zarr", [rng.normal(size=(N, 2))], bad)
+
+
 def test_default_chunk_rows():
     assert _default_chunk_rows([np.zeros((3000, 4))], 3000) == 3000  # capped at n
     wide = da.zeros((100_000, 20_000), dtype=np.float64, chunks=(1000, 20_000))
