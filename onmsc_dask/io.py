@@ -484,11 +484,14 @@ def load_view_files(
 
     A .csv's first row is a header, and skipped, when it has a text field, or is evenly spaced increasing numbers
     (pandas' names 0, 1, ..., d-1 for unnamed columns, years, wavelengths) after an index column's empty name, or with
-    d >= 3 when the second row is not spaced alike (with a warning; a first row 0 or 0, 1, e.g. labels or a one-hot
-    sample, is data); uneven increasing numbers over d >= 8 columns stay a sample, with a warning. A header whose first
-    field is empty, as pandas writes with its index (``df.to_csv(path)``), or that names the first column before
-    columns named 0, 1, ..., d-2 (a named index, with a warning), marks an index column, which is dropped (it must be
-    numeric like the rest). An empty field is an error. Errors give 1-based file line and column numbers.
+    d >= 3 when the second row is not spaced alike, or is 0, 1 over a second row that is not integers (with a warning;
+    a first row 0, or 0, 1 over integers, e.g. labels or a one-hot sample, is data); uneven increasing numbers over
+    d >= 8 columns stay a sample, with a warning. A header whose first field is empty, as pandas writes with its index
+    (``df.to_csv(path)``), or that names the first column before columns named 0, 1, ..., d-2 (a named index, with a
+    warning), marks an index column, which is dropped (it must be numeric like the rest; out of order, a warning);
+    so is a first column holding the row numbers 0..n-1 or 1..n of n >= 10 rows, with a warning. A header naming
+    fewer columns than its rows hold (a decimal comma), an empty field, or a missing label is an error. Errors give
+    1-based file line and column numbers.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if y_path is not None and Path(y_path).suffix.lower() == ".npz":
@@ -509,13 +512,25 @@ def load_view_files(
 
 def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndarray:
     """A .csv of labels given as class names, one per line (a first line more than the samples: a header), else
-    ``error`` (the numeric reader's)."""
+    ``error`` (the numeric reader's). An empty line before the last name, or a missing-value mark among numbers, is a
+    missing label: an error naming its line."""
     import csv
 
-    rows = [row for row in csv.reader(path.read_text(encoding="utf-8").splitlines()) if row]
-    if any(len(row) != 1 for row in rows) or len(rows) not in (n_samples, n_samples + 1):
+    lines = path.read_text(encoding="utf-8-sig").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    rows = list(csv.reader(lines))
+    if any(len(row) > 1 for row in rows) or len(rows) not in (n_samples, n_samples + 1):
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
-    return np.array([row[0].strip() for row in rows[len(rows) - n_samples:]])
+    start = len(rows) - n_samples
+    names = [row[0].strip() if row else "" for row in rows[start:]]
+    numbers = all(_is_number(name) or name.lower() in _MISSING for name in names)  # ids with missing values
+    missing = [i for i, name in enumerate(names) if not name or numbers and name.lower() in _MISSING]
+    if missing:
+        raise ValueError(f"{path}: holds missing labels (e.g. on line {start + missing[0] + 1}"
+                         f"{': ' + repr(names[missing[0]]) if names[missing[0]] else ', empty'}); every sample needs "
+                         "a label")
+    return np.array(names)
 
 
 def class_ids(names: np.ndarray, source: PathLike) -> np.ndarray:
@@ -548,7 +563,7 @@ def _read_view_file(path: Path) -> np.ndarray:
 #: the entries every scipy.sparse.save_npz file holds, and those of its formats' indices (csr / csc / bsr, coo, dia)
 _SPARSE_NPZ_ENTRIES = {"format.npy", "shape.npy", "data.npy"}
 _SPARSE_INDEX_ENTRIES = {"indices.npy", "indptr.npy", "row.npy", "col.npy", "coords.npy", "offsets.npy",
-                         "has_canonical_format.npy", "blocksize.npy"}
+                         "has_canonical_format.npy", "blocksize.npy", "_is_array.npy"}  # _is_array: saved from a csr_array
 
 
 def npz_kind(path: PathLike) -> str | None:
@@ -603,6 +618,10 @@ def _numpy_read_error(path: Path, exc: Exception, kind: str) -> ValueError:
     return ValueError(f"{path}: {problem} ({type(exc).__name__}: {exc})")
 
 
+#: how CSV writers mark a missing value (lower case)
+_MISSING = ("", "na", "n/a", "nan", "null", "none", "?", "-")
+
+
 def _is_number(field: str) -> bool:
     try:
         float(field)
@@ -620,11 +639,15 @@ def _numbers(fields: list[str]) -> np.ndarray | None:
     return values if np.isfinite(values).all() else None
 
 
+def _is_integer(field: str) -> bool:
+    return re.fullmatch(r"\s*[+-]?\d+\s*", field) is not None
+
+
 def _step(fields: list[str]) -> float | None:
     """s when `fields` are numbers a, a + s, a + 2s, ... with a step s > 0 (1 for one integer), else None: numeric
     column names (pandas' 0, 1, ..., d - 1, years, evenly spaced wavelengths or frequencies)."""
     if len(fields) == 1:
-        return 1.0 if re.fullmatch(r"[+-]?\d+", fields[0].strip()) else None
+        return 1.0 if _is_integer(fields[0]) else None
     values = _numbers(fields)
     steps = np.diff(values) if values is not None and len(values) >= 2 else np.zeros(1)
     return float(steps[0]) if steps[0] > 0 and np.allclose(steps, steps[0], rtol=1e-6, atol=0) else None
@@ -647,7 +670,7 @@ def _csv_hint(first: str, line: int, message: str) -> str:
         return ("; a first line with an empty first field is read as pandas' header of an index column when its other "
                 "fields are names or evenly spaced numbers")
     found = re.search(r"could not convert string '([^']*)'", message)
-    if line > 1 and found and found[1].strip().lower() in ("", "na", "n/a", "null", "none", "?", "-"):
+    if line > 1 and found and found[1].strip().lower() in _MISSING:
         return "; it holds missing values: impute them or drop their rows first"
     return ""
 
@@ -679,7 +702,9 @@ def _read_csv(path: Path) -> np.ndarray:
             step = _step(names)  # e.g. pandas' names 0, 1, ... of unnamed columns, years
             numeric_names = step is not None
             next_step = _step(next_row)  # a sample spaced like the first row: both are data (counts 3, 4, 5, ...)
-            header = (numeric_names and (index or len(names) >= 3 and not (next_step and np.isclose(next_step, step)))
+            pandas_names = names == ["0", "1"] and not all(map(_is_integer, next_row))  # d >= 3: spacing below
+            header = (numeric_names and (index or pandas_names or len(names) >= 3
+                                         and not (next_step and np.isclose(next_step, step)))
                       or any(name and not _is_number(name) for name in names))
             if header and numeric_names and not index:  # a sample could read 0, 1, 2, ... too
                 user_warning(f"{path}: first row {first.strip()} taken as column names (evenly spaced increasing "
@@ -703,7 +728,20 @@ def _read_csv(path: Path) -> np.ndarray:
             from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
-    return data[:, 1:] if header and index else data
+    if header and index:
+        if not np.all(np.diff(data[:, 0]) > 0):
+            user_warning(f"{path}: its index column is not in increasing order; the rows are read in the file's order, "
+                         "which must be that of the other views and the labels")
+        return data[:, 1:]
+    if data.shape[1] > 1 and len(data) >= 10 and any(np.array_equal(data[:, 0], np.arange(start, start + len(data)))
+                                                     for start in (0, 1)):
+        user_warning(f"{path}: its first column holds the row numbers {data[0, 0]:.0f}..{data[-1, 0]:.0f}, taken as an "
+                     "index, not as a feature")
+        data = data[:, 1:]
+    if header and data.shape[1] > len(names):  # e.g. a decimal comma in a file of one column
+        raise ValueError(f"{path}: its header names {len(names)} columns and its rows hold {data.shape[1]}; fields must "
+                         "be separated by commas, and decimals written with a point")
+    return data
 
 
 #: the formats of one-view files (load_view_files, the CLI's --data / --labels files) and their readers

@@ -769,3 +769,67 @@ def test_a_sparse_first_view_goes_with_a_labels_file(tmp_path, dataset):
     got, labels = load_view_files([tmp_path / "counts.npz"], y_path=tmp_path / "y.npy")
     assert (got[0] != counts).nnz == 0
     np.testing.assert_array_equal(labels, y)
+
+
+def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
+    """Files a trial wrote with pandas and editors, each once read silently wrong (a review): a missing label (an
+    empty field, "NA") became a class of its own and k one more; a blank line in class names with a header shifted
+    every label before it by one; a BOM made a class of its own; a one-column view with decimal commas became two
+    columns; pandas' header 0,1 over two columns a sample; an index column named "id" or without a header a feature;
+    a shuffled index dropped without a word; a csr_array saved with save_npz was "an .npz of several arrays"."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n, X = 30, rng.normal(size=(30, 3))
+    names = np.array(["cat", "dog", "emu"])[np.arange(n) % 3]
+    a = _pandas_csv(tmp_path / "a.csv", X, index=False, columns=["x", "y", "z"])
+
+    def labels(y):
+        return load_view_files(a, y_path=tmp_path / "y.csv")[1]
+
+    for series, line, said in ((pd.Series(np.arange(n) % 3, name="label", dtype=float), 7, "empty"),
+                               (pd.Series(names, name="label", dtype=object), 7, "empty")):
+        series[5] = np.nan
+        series.to_csv(tmp_path / "y.csv", index=False)
+        with pytest.raises(ValueError, match=rf"y\.csv: holds missing labels \(e\.g\. on line {line}, {said}\); every "
+                                             "sample needs a label"):
+            labels(None)
+    (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in ["label", *(np.arange(n) % 3)[:4], "NA",
+                                                                 *(np.arange(n) % 3)[5:]]))
+    with pytest.raises(ValueError, match=r"y\.csv: holds missing labels \(e\.g\. on line 6: 'NA'\)"):
+        labels(None)
+    (tmp_path / "y.csv").write_text("label\n" + "".join(f"{v}\n" for v in names[:14]) + "\n"
+                                    + "".join(f"{v}\n" for v in names[15:]))
+    with pytest.raises(ValueError, match=r"y\.csv: holds missing labels \(e\.g\. on line 16, empty\)"):
+        labels(None)
+    (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in names), encoding="utf-8-sig")
+    with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(cat=0, dog=1, emu=2\)"):
+        assert labels(None).tolist() == (np.arange(n) % 3).tolist()
+
+    pd.DataFrame(X[:, :1], columns=["g0"]).to_csv(tmp_path / "euro.csv", index=False, sep=";", decimal=",")
+    with pytest.raises(ValueError, match=r"euro\.csv: its header names 1 columns and its rows hold 2; fields must be "
+                                         "separated by commas, and decimals written with a point"):
+        load_view_files(tmp_path / "euro.csv")
+    pd.DataFrame(X[:, :2]).to_csv(tmp_path / "two.csv", index=False)
+    with pytest.warns(UserWarning, match=r"two\.csv: first row 0,1 taken as column names"):
+        np.testing.assert_allclose(load_view_files(tmp_path / "two.csv")[0][0], X[:, :2])
+    pd.DataFrame(X, columns=["g0", "g1", "g2"]).rename_axis("id").to_csv(tmp_path / "id.csv")
+    pd.DataFrame(X).to_csv(tmp_path / "bare.csv", header=False)
+    for path in (tmp_path / "id.csv", tmp_path / "bare.csv"):
+        with pytest.warns(UserWarning, match=rf"{path.name}: its first column holds the row numbers 0\.\.29, taken as "
+                                             "an index"):
+            np.testing.assert_allclose(load_view_files(path)[0][0], X)
+    pd.DataFrame(X).sample(frac=1, random_state=0).to_csv(tmp_path / "shuffled.csv")
+    with pytest.warns(UserWarning, match=r"shuffled\.csv: its index column is not in increasing order"):
+        load_view_files(tmp_path / "shuffled.csv")
+    pd.DataFrame({"sample": np.arange(n), "cluster": np.arange(n) % 3}).to_csv(tmp_path / "y.csv", index=False)
+    with pytest.warns(UserWarning, match="row numbers"):  # a run's own labels.csv
+        assert labels(None).tolist() == (np.arange(n) % 3).tolist()
+    with warnings.catch_warnings():  # data whose first column only starts like row numbers: no index
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(load_view_files(_pandas_csv(tmp_path / "c.csv", np.c_[np.arange(n) ** 2, X],
+                                                                  index=False, columns=["sq", "x", "y", "z"]))[0][0],
+                                      np.c_[np.arange(n) ** 2, X])
+
+    sp.save_npz(tmp_path / "arr.npz", sp.csr_array(np.where(X > 0, X, 0)))
+    np.testing.assert_allclose(load_view_files(tmp_path / "arr.npz")[0][0].toarray(), np.where(X > 0, X, 0))
