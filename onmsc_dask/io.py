@@ -101,9 +101,24 @@ def load_mat(path: PathLike) -> tuple[list[View], np.ndarray | None]:
             f"(looked for {', '.join(_VIEW_KEYS)})"
         )
     label_key = next((k for k in _LABEL_KEYS if k in variables), None)
-    y = None if label_key is None else as_labels(variables[label_key], name=f"{path}: {label_key}")
+    y = None if label_key is None else _labels(variables[label_key], f"{path}: {label_key}")
     views = [_as_view(v, p, path) for p, v in enumerate(_cell_items(variables[view_key], path))]
     return _orient(views, y, path), y
+
+
+def _labels(value: Any, name: str) -> np.ndarray:
+    """Labels of a .mat or .npz variable: class ids, or class names (a string array, a MATLAB char matrix or cell of
+    strings) as class_ids gives them."""
+    if isinstance(value, np.ndarray) and value.dtype == object and value.size and all(
+            isinstance(v, np.ndarray) and v.dtype.kind in "US" and v.size <= 1 for v in value.flat):  # a cell of strings
+        value = np.array([v.item() if v.size else "" for v in value.flat])
+    if not (isinstance(value, np.ndarray) and value.dtype.kind in "US"):
+        return as_labels(value, name=name)
+    names = np.char.strip(value.ravel().astype(str))
+    if not all(names):
+        raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
+                         f"{int(np.flatnonzero(names == '')[0])}); every sample needs a label")
+    return as_labels(class_ids(names, name), name=name)
 
 
 def _probe_loadmat(path: Path, names: list[str]) -> None:
@@ -174,6 +189,8 @@ def _h5_value(f: h5py.File, obj: h5py.Dataset | h5py.Group) -> Any:
         return cell
     matlab_class = obj.attrs.get("MATLAB_class", b"double")
     matlab_class = matlab_class.decode() if isinstance(matlab_class, bytes) else str(matlab_class)
+    if matlab_class == "char":  # UTF-16 codes, one string per row
+        return np.array(["".join(map(chr, row)) for row in np.atleast_2d(obj[()].T)])
     if matlab_class not in _MATLAB_NUMERIC:
         return None
     if obj.attrs.get("MATLAB_empty", 0):
@@ -450,7 +467,7 @@ def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     except Exception as exc:  # numpy raises many types on damaged zip archives
         raise _numpy_read_error(path, exc, "an .npz archive") from exc
     label_key = next((k for k in _LABEL_KEYS if k in arrays), None)
-    y = None if label_key is None else as_labels(arrays[label_key], name=f"{path}: {label_key}")
+    y = None if label_key is None else _labels(arrays[label_key], f"{path}: {label_key}")
     views = [_as_view(view, p, path) for p, view in enumerate(_numbered_views(arrays, path))]
     return (_check_rows(views, path) if y is None else _orient(views, y, path)), y
 

@@ -833,3 +833,42 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
 
     sp.save_npz(tmp_path / "arr.npz", sp.csr_array(np.where(X > 0, X, 0)))
     np.testing.assert_allclose(load_view_files(tmp_path / "arr.npz")[0][0].toarray(), np.where(X > 0, X, 0))
+
+
+def test_class_names_in_mat_and_npz_files_are_labels(tmp_path, dataset):
+    """Labels stored as text, a MATLAB cell of strings or char matrix (v5 or v7.3) or an .npz string array, were
+    "has dtype object, expected integers (encode them with np.unique …)", while --labels files take class names (a
+    trial): they are labels 0..C-1 in sorted order, with the same warning; an empty name is a missing label."""
+    views, y = dataset
+    views = [v.toarray() if sp.issparse(v) else v for v in views]  # np.savez would pickle a sparse matrix
+    names = np.array(["cat", "dog", "emu"])[y]  # y: 0, 1, 2
+    cellstr = np.empty((len(y), 1), dtype=object)
+    cellstr[:, 0] = list(names)
+    v5 = [tmp_path / "c.mat", tmp_path / "ch.mat"]
+    for path, labels in zip(v5, (cellstr, names)):
+        scipy.io.savemat(path, {"X": _cell(views, (1, len(views))), "y": labels})
+    np.savez(tmp_path / "s.npz", **{f"view{p}": v for p, v in enumerate(views)}, y=names)
+    char, cell = (_save_v73(tmp_path / f"{kind}73.mat", views, y) for kind in ("char", "cell"))
+    width = max(map(len, names))
+    codes = np.array([[ord(c) for c in name.ljust(width)] for name in names], dtype=np.uint16)  # MATLAB pads rows
+    with h5py.File(char, "r+") as f:
+        del f["y"]
+        f.create_dataset("y", data=codes.T).attrs["MATLAB_class"] = np.bytes_("char")
+    with h5py.File(cell, "r+") as f:
+        del f["y"]
+        refs = np.empty((len(names), 1), dtype=h5py.ref_dtype)
+        for i, name in enumerate(names):
+            item = f["#refs#"].create_dataset(f"y{i}", data=np.array([[ord(c)] for c in name], dtype=np.uint16))
+            item.attrs["MATLAB_class"] = np.bytes_("char")
+            refs[i, 0] = item.ref
+        f.create_dataset("y", data=refs).attrs["MATLAB_class"] = np.bytes_("cell")
+    for path in (*v5, tmp_path / "s.npz", char, cell):
+        with pytest.warns(UserWarning, match=r": y: class names read as labels 0\.\.2 in sorted order \(cat=0, dog=1, "
+                                             r"emu=2\)"):
+            got, labels = load(path)
+        np.testing.assert_array_equal(labels, y)
+        _assert_views_equal(got, views)
+    names[3] = ""
+    np.savez(tmp_path / "e.npz", **{f"view{p}": v for p, v in enumerate(views)}, y=names)
+    with pytest.raises(ValueError, match=r"e\.npz: y: holds missing labels \(an empty class name, e\.g\. in row 3\)"):
+        load(tmp_path / "e.npz")
