@@ -255,6 +255,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         source = MultiViewStore(url, args.storage_options)
         k = _n_clusters(args, source.labels, source.n_samples, url)
         _check_parameters(args, source.n_samples, k)
+        source.image_view()  # the report's sample images: a wrong image_shape ends the run now, not after the fit
         log(f"using {url} where it is (the run's stages are written into it)")
         return source, url, k, None
     itself = given is not None and given.resolve() == store_path.resolve()
@@ -265,6 +266,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         source = str(given) if given is not None else store.metadata.get("source", str(store_path))
         k = _n_clusters(args, store.labels, store.n_samples, source)
         _check_parameters(args, store.n_samples, k)
+        store.image_view()
         if itself:
             log(f"using {store_path}")
             return store, source, k, None

@@ -100,14 +100,13 @@ def hungarian_confusion(y: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, 
 
 
 def palette(n: int) -> np.ndarray:
-    """``n`` distinguishable RGB colours: matplotlib's qualitative maps (tab10; tab20; tab20, tab20b and tab20c), and
-    evenly spaced hues beyond their 60."""
+    """``n`` distinguishable RGB colours: matplotlib's qualitative maps (tab10 first, so up to ten classes keep its
+    colours whatever k; then tab20's light shades, tab20b and tab20c), and evenly spaced hues beyond their 60."""
     from matplotlib import colormaps
 
-    if n <= 20:
-        return np.asarray(colormaps["tab10" if n <= 10 else "tab20"].colors)[:n]
     if n <= 60:
-        return np.vstack([colormaps[name].colors for name in ("tab20", "tab20b", "tab20c")])[:n]
+        return np.vstack([colormaps["tab10"].colors, colormaps["tab20"].colors[1::2], colormaps["tab20b"].colors,
+                          colormaps["tab20c"].colors])[:n]
     return colormaps["hsv"](np.linspace(0, 1, n, endpoint=False))[:, :3]
 
 
@@ -235,9 +234,11 @@ def plot_thumbnails(images: np.ndarray, sizes: list[int]) -> Figure:
     padded = np.full((k, per, h + gap, w + gap), np.nan)
     padded[:, :, :h, :w] = images
     mosaic = padded.transpose(0, 2, 1, 3).reshape(k * (h + gap), per * (w + gap))[:-gap, :-gap]
-    width, height = 0.55 * per + 1.2, 0.55 * k + 0.2
+    pixel = 0.55 / (max(h, w) + gap)  # inches: an image's longer side and its gap take 0.55 in, square pixels
+    box_height, box_width = mosaic.shape[0] * pixel, mosaic.shape[1] * pixel
+    width, height = box_width + 1.25, box_height + 0.25
     fig = Figure(figsize=(width, height))
-    ax = fig.add_axes([1.2 / width, 1 - (0.55 * k) / height, (0.55 * per - 0.05) / width, (0.55 * k - 0.05) / height])
+    ax = fig.add_axes([1.2 / width, 0.2 / height, box_width / width, box_height / height])
     ax.set_axis_off()
     finite = images[np.isfinite(images)]
     low, high = (finite.min(), finite.max()) if finite.size else (0, 1)
@@ -347,18 +348,13 @@ def report_files(page: RunPage, pngs: dict[str, bytes] | None = None) -> dict[st
                                          for name, value in page.facts.items()])]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0;display:block;max-width:100%;overflow-x:auto}"
-             "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right;overflow-wrap:anywhere}"
-             "td:first-child,th:first-child{text-align:left;max-width:40em}li{overflow-wrap:anywhere}"
+             "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"  # numbers and words never split
+             "td:first-child,th:first-child{text-align:left;max-width:40em;min-width:8em;overflow-wrap:anywhere}"
+             "li{overflow-wrap:anywhere}"
              "img{max-width:100%}")
     text = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
             f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
     return {"report.html": text.encode("utf-8"), "convergence.png": pngs["objective"]}
-
-
-def image_view(metadata: dict) -> tuple[int, tuple[int, int]] | None:
-    """The image view of a store and its image shape, from its metadata ``image_shape`` {"view", "shape"}."""
-    info = metadata.get("image_shape")
-    return None if not info else (int(info["view"]), (int(info["shape"][0]), int(info["shape"][1])))
 
 
 def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, readout: np.ndarray,
@@ -367,7 +363,7 @@ def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, reado
                single_scores: dict | None, facts: dict, random_state: int = 0,
                left_out_views: list[int] = (), warnings: list[str] = ()) -> RunPage:
     """The RunPage of a fit of `store`'s views (thumbnails when its metadata names an image view)."""
-    image = image_view(store.metadata)
+    image = store.image_view()
     k = int(np.max(labels)) + 1
     return RunPage(title=title, source=source, view_names=list(store.view_names),
                    view_dims=[store.view_shape(p)[1] for p in range(store.n_views)], view_metrics=list(view_metrics),

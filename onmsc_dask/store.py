@@ -226,6 +226,7 @@ class MultiViewStore:
         n = check_view_shapes(views, names)
         labels = None if y is None else as_labels(y, n)
         metadata = _to_json({} if metadata is None else metadata, "metadata")
+        image_view(metadata, [view.shape[1] for view in views], names)
         rows = _default_chunk_rows(views, n) if chunk_rows is None else check_int("chunk_rows", chunk_rows)
         chunk_rows = min(rows, n)
 
@@ -487,9 +488,19 @@ class MultiViewStore:
         written again at the same path gets a new one."""
         return self._root.attrs.get("content_id")
 
+    def image_view(self) -> tuple[int, tuple[int, int]] | None:
+        """The view of images and their (height, width), from the metadata's ``image_shape`` (:func:`image_view`)."""
+        try:
+            return image_view(self.metadata, [self.view_shape(p)[1] for p in range(self.n_views)], self.view_names)
+        except ValueError as exc:
+            raise ValueError(f"store {self.path}: {exc}; correct it with update_metadata(image_shape=...), or "
+                             "image_shape=None for no sample images") from None
+
     def update_metadata(self, **items: Any) -> None:
         """Add or replace entries of the store's ``metadata`` attribute."""
-        self.metadata = {**self.metadata, **_to_json(items, "metadata")}
+        items = _to_json(items, "metadata")
+        image_view(items, [self.view_shape(p)[1] for p in range(self.n_views)], self.view_names)
+        self.metadata = {**self.metadata, **items}
         _open_group(self.path, "r+").attrs["metadata"] = self.metadata
 
     def stages(self) -> dict[str, dict]:
@@ -574,6 +585,28 @@ def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:
         if 0 in view.shape:
             raise ValueError(f"{label}: is empty (shape {view.shape})")
     return check_same_rows([view.shape[0] for view in views], names)
+
+
+def image_view(metadata: dict, view_dims: Sequence[int], names: Sequence[str]) -> tuple[int, tuple[int, int]] | None:
+    """The image view and (height, width) that ``metadata["image_shape"]`` ({"view": p, "shape": [h, w]}, for the
+    report's sample images) gives, None without one: a view out of range or h x w other than its dimension is a
+    ValueError naming the entry."""
+    info = metadata.get("image_shape")
+    if not info:
+        return None
+    try:
+        view, (height, width) = info["view"], info["shape"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (view, height, width)):
+            raise TypeError
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"metadata image_shape {info!r}: expected {{'view': p, 'shape': [height, width]}} (integers)") \
+            from None
+    if not 0 <= view < len(view_dims):
+        raise ValueError(f"metadata image_shape {info!r}: no view {view} (the store has {len(view_dims)})")
+    if height < 1 or width < 1 or height * width != view_dims[view]:
+        raise ValueError(f"metadata image_shape {info!r}: {height} x {width} pixels, but {view_label(view, names)} has "
+                         f"{view_dims[view]} features")
+    return view, (height, width)
 
 
 def _stored_rows(path: Path | Location, content_id: str | None, p: int, start: int,

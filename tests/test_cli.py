@@ -913,3 +913,32 @@ def test_a_full_disk_while_the_results_are_written_is_one_line_and_leaves_no_ear
     monkeypatch.setattr(Path, "replace", real)
     assert main([*run, "--n-clusters", "4"]) == 0
     assert len(np.unique(np.load(out / "labels.npy"))) == 4
+
+
+def test_a_wrong_image_shape_is_refused_before_the_fit(tmp_path, capsys):
+    """A store's metadata image_shape (the report's sample images) of 9 x 9 pixels over 64 features, or of a view the
+    store lacks, was accepted by create, and a run fitted it, then failed while writing the report: a broadcast error
+    or an IndexError traceback, and no labels.npy, labels.csv or report (found by a trial). create and update_metadata
+    refuse it; a store written with it anyway (zarr) ends the run at once, in one line, nothing written."""
+    views = [np.random.default_rng(0).normal(size=(60, 64)), np.random.default_rng(1).normal(size=(60, 3))]
+    for info, said in (({"view": 0, "shape": [9, 9]}, r"9 x 9 pixels, but view 0 \('view0'\) has 64 features"),
+                       ({"view": 5, "shape": [8, 8]}, r"no view 5 \(the store has 2\)"),
+                       ({"view": 0, "shape": "8x8"}, r"expected \{'view': p, 'shape': \[height, width\]\}")):
+        with pytest.raises(ValueError, match=f"^metadata image_shape .*: {said}"):
+            MultiViewStore.create(tmp_path / "s.zarr", views, metadata={"image_shape": info})
+    store = MultiViewStore.create(tmp_path / "s.zarr", views, metadata={"image_shape": {"view": 0, "shape": [8, 8]}})
+    assert store.image_view() == (0, (8, 8))
+    with pytest.raises(ValueError, match="no view 5"):
+        store.update_metadata(image_shape={"view": 5, "shape": [8, 8]})
+    zarr.open_group(tmp_path / "s.zarr", mode="r+").attrs["metadata"] = {"image_shape": {"view": 0, "shape": [9, 9]}}
+    code = main(["run", "--data", str(tmp_path / "s.zarr"), "--n-clusters", "2", "--out", str(tmp_path / "out"),
+                 "--quiet"])
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("onmsc-dask: error")]
+    assert code == 2 and "Traceback" not in err and len(said) == 1, err
+    assert said[0] == (f"onmsc-dask: error: store {tmp_path / 's.zarr'}: metadata image_shape {{'view': 0, 'shape': [9, "
+                       "9]}: 9 x 9 pixels, but view 0 ('view0') has 64 features; correct it with "
+                       "update_metadata(image_shape=...), or image_shape=None for no sample images"), said
+    assert not (tmp_path / "out").exists()
+    MultiViewStore(tmp_path / "s.zarr").update_metadata(image_shape=None)
+    assert MultiViewStore(tmp_path / "s.zarr").image_view() is None

@@ -140,6 +140,11 @@ def test_the_map_colours_each_cluster_as_its_matched_class_when_k_differs_from_t
     np.testing.assert_allclose(by_cluster[labels == 2], by_label[labels == 2])  # class 3's colour, not class 2's
     np.testing.assert_allclose(by_cluster[labels == 0], by_label[labels == 0])
     assert len({tuple(c) for c in palette(27)}) == 27 and len({tuple(c) for c in palette(90)}) == 90
+    from matplotlib import colormaps
+
+    for n in (10, 20, 30, 60):  # ten classes keep tab10 whatever k (k = 30 gave them tab20's pairs of one hue)
+        np.testing.assert_array_equal(palette(n)[:10], colormaps["tab10"].colors)
+        assert len({tuple(c) for c in palette(n)}) == n
 
 
 def test_the_views_table_says_why_a_view_has_no_weight(tmp_path):
@@ -176,6 +181,11 @@ def test_thumbnails_show_each_sample_in_its_cell_and_leave_missing_ones_blank():
             np.testing.assert_array_equal(cell, images[c, j])
     assert mosaic.shape == (3 * 5 + 2 * gap, 4 * 6 + 3 * gap) and np.isnan(mosaic[5, :]).all()
     assert [t.get_text() for t in ax.texts] == ["0 (7)", "1 (8)", "2 (3)"]
+    for h, w in ((5, 6), (8, 24), (24, 8)):  # square pixels: 8 x 24 images were drawn in square cells (a trial)
+        fig = plot_thumbnails(np.zeros((3, 4, h, w)), [7, 8, 3])
+        box = fig.axes[0].get_position()
+        rows, cols = fig.axes[0].images[0].get_array().shape
+        np.testing.assert_allclose((box.width * fig.get_figwidth()) / (box.height * fig.get_figheight()), cols / rows)
 
 
 def test_image_views_of_idx_directories_and_digits(tmp_path):
@@ -234,8 +244,13 @@ def test_thumbnails_come_from_the_fewest_leading_chunks_that_hold_enough_of_ever
 
 
 WIDTH_PROBE = """<!DOCTYPE html><html><body><iframe id="f" src="{src}" width="1100" height="900"></iframe><script>
-f.onload = () => {{ const e = f.contentDocument.documentElement; const out = document.createElement("pre");
-  out.id = "result"; out.textContent = JSON.stringify([e.scrollWidth, e.clientWidth]); document.body.appendChild(out); }};
+f.onload = () => {{ const d = f.contentDocument, e = d.documentElement; const out = document.createElement("pre");
+  const lines = c => {{ const r = d.createRange(); r.selectNodeContents(c);
+    return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }};
+  const split = [...d.querySelectorAll("td, th")].filter(c => c.innerText.length <= 12 && !/\\s/.test(c.innerText)
+    && lines(c) > 1).map(c => c.innerText);
+  out.id = "result"; out.textContent = JSON.stringify([e.scrollWidth, e.clientWidth, split]);
+  document.body.appendChild(out); }};
 </script></body></html>"""
 
 
@@ -256,5 +271,6 @@ def test_long_view_names_and_many_clusters_stay_within_the_page(tmp_path):
     found = re.search(r'<pre id="result">(.*?)</pre>', chromium("--virtual-time-budget=10000", "--dump-dom",
                                                                   probe.as_uri()), re.S)
     assert found, "the page did not load in Chromium"
-    scroll_width, client_width = json.loads(found.group(1))
+    scroll_width, client_width, split = json.loads(found.group(1))
     assert scroll_width <= client_width
+    assert split == []  # cells of one word or number on one line (with overflow-wrap:anywhere, "13/1", "weig/ht")
