@@ -284,6 +284,9 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
     if isinstance(views, (str, os.PathLike, Location)):
         views = MultiViewStore(views, storage_options)
     if isinstance(views, MultiViewStore):
+        if names is not None and sorted(views.view_names) == sorted(names) and list(views.view_names) != list(names):
+            raise ValueError(f"store {views.path} holds the fitted views in another order ({list(views.view_names)}, "
+                             f"fitted as {list(names)}); views are matched by position: write them in the fit's order")
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
         return again_on_lost_data(partial(_map_store, ext, views, method), method,
                                   f"call {method} again once the cluster is steady")

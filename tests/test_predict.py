@@ -439,3 +439,19 @@ def test_integer_and_float16_new_rows_are_mapped_as_their_float64_values():
     for X in (pixels, pixels.astype(np.float16)):
         np.testing.assert_allclose(model.transform([X, views[1], views[2]]), model.embedding_, atol=1e-8)
         np.testing.assert_array_equal(model.predict([X, views[1], views[2]]), model.labels_)
+
+
+def test_a_store_of_the_fitted_views_in_another_order_is_refused(tmp_path):
+    """predict matches views by position: a store holding the fitted views (same names, same widths) in another
+    order was predicted silently from the swapped views (found by a review)."""
+    X, _ = make_blobs(200, 4, centers=3, random_state=0)
+    views = [X, X[:, ::-1] + 1.0]
+    fitted = MultiViewStore.create(tmp_path / "fit.zarr", views, view_names=["a", "b"])
+    model = ONMSC(3, random_state=0).fit(fitted)
+    swapped = MultiViewStore.create(tmp_path / "new.zarr", views[::-1], view_names=["b", "a"])
+    with pytest.raises(ValueError, match=r"new\.zarr holds the fitted views in another order \(\['b', 'a'\], fitted "
+                                         r"as \['a', 'b'\]\); views are matched by position"):
+        model.predict(swapped)
+    np.testing.assert_array_equal(model.predict(fitted), model.labels_)
+    renamed = MultiViewStore.create(tmp_path / "renamed.zarr", views, view_names=["c", "d"])  # other names: by position
+    np.testing.assert_array_equal(model.predict(renamed), model.labels_)
