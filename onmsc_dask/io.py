@@ -689,6 +689,8 @@ def _csv_hint(first: str, line: int, message: str) -> str:
     found = re.search(r"could not convert string '([^']*)'", message)
     if line > 1 and found and found[1].strip().lower() in _MISSING:
         return "; it holds missing values: impute them or drop their rows first"
+    if line > 1 and found and re.search(r"column 1\b", message):
+        return "; its first column holds text, such as sample names: remove it (rows are matched by position)"
     return ""
 
 
@@ -706,7 +708,7 @@ def _read_csv(path: Path) -> np.ndarray:
             rows = enumerate(f, 1)
             (_, first), (_, second) = next(rows, (1, "")), next(rows, (2, ""))
             head = [(1, first), (2, second)]
-            fields = [field.strip() for field in first.split(",")]
+            fields = [field.strip().strip('"') for field in first.split(",")]
             # pandas' index column: under an empty header field, or under its name before columns named 0, 1, ...
             named_index = (len(fields) > 2 and fields[0] != "" and not _is_number(fields[0])
                            and fields[1:] == [str(j) for j in range(len(fields) - 1)]
@@ -715,7 +717,7 @@ def _read_csv(path: Path) -> np.ndarray:
             if named_index:
                 user_warning(f"{path}: first column {fields[0]!r} taken as pandas' index (the header names the other "
                              "columns 0, 1, ...), not as a feature")
-            names, next_row = fields[index:], second.split(",")[index:]
+            names, next_row = fields[index:], [field.strip().strip('"') for field in second.split(",")[index:]]
             step = _step(names)  # e.g. pandas' names 0, 1, ... of unnamed columns, years
             numeric_names = step is not None
             next_step = _step(next_row)  # a sample spaced like the first row: both are data (counts 3, 4, 5, ...)
@@ -735,7 +737,7 @@ def _read_csv(path: Path) -> np.ndarray:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", "loadtxt: input contained no data")  # the error below says it
                 data = np.loadtxt(numbered(itertools.chain(head[header:], rows)), delimiter=",", ndmin=2,
-                                  dtype=np.float64)
+                                  dtype=np.float64, quotechar='"')  # "1.5": csv.QUOTE_ALL's numbers
     except UnicodeDecodeError as exc:
         byte = f"byte 0x{exc.object[exc.start]:02x}: {exc.reason}"  # exc.start counts from a buffer, not the file
         raise ValueError(f"{path}: not a UTF-8 text file, as CSV files must be ({byte})") from exc

@@ -831,6 +831,12 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
                                                                   index=False, columns=["sq", "x", "y", "z"]))[0][0],
                                       np.c_[np.arange(n) ** 2, X])
 
+    pd.DataFrame(X, columns=["x", "y", "z"]).to_csv(tmp_path / "quoted.csv", index=False, quoting=1)  # QUOTE_ALL
+    np.testing.assert_allclose(load_view_files(tmp_path / "quoted.csv")[0][0], X)
+    pd.DataFrame(X, index=[f"s{i:03d}" for i in range(n)]).to_csv(tmp_path / "named.csv")
+    with pytest.raises(ValueError, match=r"named\.csv: not a numeric CSV file \(line 2: .*'s000'.*\); its first column "
+                                         r"holds text, such as sample names: remove it"):
+        load_view_files(tmp_path / "named.csv")
     sp.save_npz(tmp_path / "arr.npz", sp.csr_array(np.where(X > 0, X, 0)))
     np.testing.assert_allclose(load_view_files(tmp_path / "arr.npz")[0][0].toarray(), np.where(X > 0, X, 0))
 
