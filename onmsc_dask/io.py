@@ -537,6 +537,9 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
     while lines and not lines[-1].strip():
         lines.pop()
     rows = list(csv.reader(lines))
+    if all(len(row) == 2 for row in rows) and any([row[0].strip() for row in rows[-n_samples:]] == list(map(str, ids))
+                                                  for ids in (range(n_samples), range(1, n_samples + 1))):
+        rows = [row[1:] for row in rows]  # pandas' Series.to_csv(): the index, then the names
     if any(len(row) > 1 for row in rows) or len(rows) not in (n_samples, n_samples + 1):
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples

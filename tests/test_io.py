@@ -805,6 +805,9 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
     (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in names), encoding="utf-8-sig")
     with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(cat=0, dog=1, emu=2\)"):
         assert labels(None).tolist() == (np.arange(n) % 3).tolist()
+    pd.Series(names, name="species").to_csv(tmp_path / "y.csv")  # with pandas' index: it was refused
+    with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(cat=0, dog=1, emu=2\)"):
+        assert labels(None).tolist() == (np.arange(n) % 3).tolist()
 
     pd.DataFrame(X[:, :1], columns=["g0"]).to_csv(tmp_path / "euro.csv", index=False, sep=";", decimal=",")
     with pytest.raises(ValueError, match=r"euro\.csv: its header names 1 columns and its rows hold 2; fields must be "
