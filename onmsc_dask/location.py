@@ -122,9 +122,9 @@ def location(path: str | os.PathLike | Location, storage_options: dict | None = 
         except RuntimeError as exc:  # "~user" of no such user
             raise ValueError(f"{path}: {exc}") from None
     scheme, rest = path.split("://", 1)
-    if "::" in scheme:
-        raise ValueError(f"{path}: chained fsspec URLs are not supported; give the store's own URL "
-                         f"({scheme.rsplit('::', 1)[1]}://{rest})")
+    if "::" in path:  # simplecache::s3://b/x.zarr, zip://x.zarr::file:///a.zip
+        plain = f" ({scheme.rsplit('::', 1)[1]}://{rest})" if "::" in scheme else ""
+        raise ValueError(f"{path}: chained fsspec URLs are not supported; give the store's own URL{plain}")
     if scheme in _LOCAL:
         return location(rest, storage_options)
     return Location(path.rstrip("/"), dict(storage_options or {}))

@@ -13,6 +13,7 @@ Layout of a store directory::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -68,13 +69,13 @@ ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
 def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> np.ndarray:
     """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)  # MATLAB may save a label vector sparse
+    if y.dtype == object and y.size:  # e.g. pandas' .astype(object) of class ids
+        values = np.asarray(y.tolist())
+        y = values if values.dtype.kind in "biuf" else y
     if sum(s > 1 for s in y.shape) > 1:
         raise ValueError(f"{name}: has shape {y.shape}, expected a vector (labels are one column of class ids or "
                          "names, one per sample)")
     y = y.ravel()
-    if y.dtype == object and y.size:  # e.g. pandas' .astype(object) of class ids
-        values = np.asarray(y.tolist())
-        y = values if values.dtype.kind in "biuf" else y
     if y.dtype.kind == "f" and not (np.isfinite(y).all() and np.array_equal(y, np.round(y))):
         missing = np.flatnonzero(np.isnan(y))
         if missing.size:
@@ -596,8 +597,10 @@ def image_view(metadata: dict, view_dims: Sequence[int], names: Sequence[str]) -
         return None
     try:
         view, (height, width) = info["view"], info["shape"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (view, height, width)):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+                   for v in (view, height, width)):
             raise TypeError
+        view, height, width = int(view), int(height), int(width)
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"metadata image_shape {info!r}: expected {{'view': p, 'shape': [height, width]}} (integers)") \
             from None
@@ -612,7 +615,14 @@ def image_view(metadata: dict, view_dims: Sequence[int], names: Sequence[str]) -
 def _stored_rows(path: Path | Location, content_id: str | None, p: int, start: int,
                  stop: int) -> np.ndarray | sp.csr_matrix:
     """Rows start:stop of view `p` of the store at `path` (a view_dask task; `content_id` names the content read)."""
-    return MultiViewStore(path).read_rows(p, start, stop)
+    return _opened(path, content_id).read_rows(p, start, stop)
+
+
+@functools.lru_cache(maxsize=8)
+def _opened(path: Path | Location, content_id: str | None) -> "MultiViewStore":
+    """The store at `path`, opened once per process for the chunk tasks of its content `content_id` (opening reads
+    every view's metadata, and on an object store checks the bucket)."""
+    return MultiViewStore(path)
 
 
 def _node_rows(node: zarr.Array | zarr.Group, start: int, stop: int) -> np.ndarray | sp.csr_matrix:

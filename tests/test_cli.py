@@ -928,6 +928,8 @@ def test_a_wrong_image_shape_is_refused_before_the_fit(tmp_path, capsys):
             MultiViewStore.create(tmp_path / "s.zarr", views, metadata={"image_shape": info})
     store = MultiViewStore.create(tmp_path / "s.zarr", views, metadata={"image_shape": {"view": 0, "shape": [8, 8]}})
     assert store.image_view() == (0, (8, 8))
+    floats = MultiViewStore.create(tmp_path / "f.zarr", views, metadata={"image_shape": {"view": 0, "shape": [8.0, 8.0]}})
+    assert floats.image_view() == (0, (8, 8))  # as report.py's int() read them before the check
     with pytest.raises(ValueError, match="no view 5"):
         store.update_metadata(image_shape={"view": 5, "shape": [8, 8]})
     zarr.open_group(tmp_path / "s.zarr", mode="r+").attrs["metadata"] = {"image_shape": {"view": 0, "shape": [9, 9]}}

@@ -805,6 +805,13 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
     (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in names), encoding="utf-8-sig")
     with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(cat=0, dog=1, emu=2\)"):
         assert labels(None).tolist() == (np.arange(n) % 3).tolist()
+    (tmp_path / "y.csv").write_text('"species"\n' + "".join("NA\n" if i == 4 else f'"{v}"\n' for i, v in enumerate(names)))
+    with pytest.raises(ValueError, match=r"y\.csv: holds missing labels \(e\.g\. on line 6: 'NA'\)"):
+        labels(None)  # R's write.csv of a factor with a missing value (NA was a class of its own: a review)
+    (tmp_path / "y.csv").write_text("label\n" + "".join(f"{v}\n" for v in np.arange(n) % 12) + " \n")
+    with warnings.catch_warnings():  # ids under a header, a line of spaces last: ids, not names in string order
+        warnings.simplefilter("error")
+        assert labels(None).tolist() == (np.arange(n) % 12).tolist()
     pd.Series(names, name="species").to_csv(tmp_path / "y.csv")  # with pandas' index: it was refused
     with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(cat=0, dog=1, emu=2\)"):
         assert labels(None).tolist() == (np.arange(n) % 3).tolist()
@@ -813,6 +820,13 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
     with pytest.raises(ValueError, match=r"euro\.csv: its header names 1 columns and its rows hold 2; fields must be "
                                          "separated by commas, and decimals written with a point"):
         load_view_files(tmp_path / "euro.csv")
+    (tmp_path / "dc.csv").write_text("value\n" + "".join(f"{i},{(i * 37) % 100:02d}\n" for i in range(12)))
+    with pytest.raises(ValueError, match=r"dc\.csv: its header names 1 columns"):  # integer parts 0..11: no row numbers
+        load_view_files(tmp_path / "dc.csv")
+    (tmp_path / "r.csv").write_text("x,y,z\n" + "".join(f"{i + 1},{a},{b},{c}\n" for i, (a, b, c) in enumerate(X[:5])))
+    with pytest.warns(UserWarning, match=r"r\.csv: its first column, not named in the header, holds the row numbers "
+                                         r"1\.\.5"):  # R's write.table(sep=","): row names 1..n under no header name
+        np.testing.assert_allclose(load_view_files(tmp_path / "r.csv")[0][0], X[:5])
     pd.DataFrame(X[:, :2]).to_csv(tmp_path / "two.csv", index=False)
     with pytest.warns(UserWarning, match=r"two\.csv: first row 0,1 taken as column names"):
         np.testing.assert_allclose(load_view_files(tmp_path / "two.csv")[0][0], X[:, :2])

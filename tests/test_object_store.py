@@ -90,7 +90,8 @@ def test_chained_and_file_urls_are_never_a_directory_of_their_own_name(tmp_path,
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for chained in ("simplecache::memory://b/x.zarr", "blockcache::s3://b/x.zarr"):
+    for chained in ("simplecache::memory://b/x.zarr", "blockcache::s3://b/x.zarr", "zip://x.zarr::file:///a.zip",
+                    "memory://a.zarr::memory://b"):  # the last two: "is a directory" or a stray memory://a.zarr
         with pytest.raises(ValueError, match=f"^{re.escape(chained)}: chained fsspec URLs are not supported; give the "
                                              "store's own URL"):
             MultiViewStore.create(chained, _views(50)[0])

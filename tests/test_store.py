@@ -138,6 +138,11 @@ def test_class_ids_in_an_object_array_are_labels(tmp_path, rng):
     y = np.arange(N) % 3
     store = MultiViewStore.create(tmp_path / "s.zarr", [rng.normal(size=(N, 2))], pd.Series(y).astype(object))
     np.testing.assert_array_equal(store.labels, y)
+    lists, pairs = np.empty(N, object), np.empty(N, object)
+    lists[:], pairs[:] = [[v] for v in y], [(v, v) for v in y]  # 2-D once unpacked: they were returned 2-D (a review)
+    np.testing.assert_array_equal(MultiViewStore.create(tmp_path / "t.zarr", [rng.normal(size=(N, 2))], lists).labels, y)
+    with pytest.raises(ValueError, match=r"labels: has shape \(50, 2\), expected a vector"):
+        MultiViewStore.create(tmp_path / "u.zarr", [rng.normal(size=(N, 2))], pairs)
     for bad, said in ((np.array([0, "a"] * (N // 2), object), "has dtype object"),
                       (np.array([0, None] * (N // 2), object), "has dtype object"),
                       (np.array([1.5, 2] * (N // 2), object), "holds non-integer values")):
