@@ -31,7 +31,7 @@ from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
 from .store import as_labels
-from .validation import (check_int, check_lambda, check_seed, check_tol, check_views, clear_fitted,
+from .validation import (check_int, check_lambda, check_row_index, check_seed, check_tol, check_views, clear_fitted,
                          informative_views, kept_names)
 
 
@@ -74,6 +74,8 @@ class _Baseline(ClusterMixin, BaseEstimator):
         clear_fitted(self)
         check_int("n_init", self.n_init)
         check_seed(self.random_state)
+        if y is not None and isinstance(views, (list, tuple)):
+            check_row_index(list(views), view_names, y)  # a pandas Series y in another row order than the views'
         try:
             return self._fit(views, y, view_names, storage_options)
         except BaseException:
@@ -109,8 +111,11 @@ class _GraphClustering(_Baseline):
         return usable, names
 
     def _graphs(self, views, view_names: Sequence[str] | None = None):
+        metric = self.metric
+        if not isinstance(metric, str) and len(metric) == self.n_views_in_ > len(views):  # a view left out takes its
+            metric = [metric[p] for p in self.kept_views_]  # entry of a per-view list with it, as in ONMSC
         graphs, self.metric_, self.n_neighbors_ = view_graphs(views, self.n_clusters, self.n_neighbors,
-                                                              self.metric, self._seed(), view_names)
+                                                              metric, self._seed(), view_names)
         return graphs
 
     def _labels(self, H: np.ndarray) -> np.ndarray:
@@ -235,8 +240,8 @@ class ConcatSC(_GraphClustering):
 
     def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
         concatenated = concatenate_views(*self._usable(views, view_names, storage_options))
-        self.embedding_ = average_graph_embedding(self._graphs([concatenated]), "exact", self.n_clusters,
-                                                  random_state=self._seed())
+        graphs = self._graphs([concatenated], ["the concatenated views"])
+        self.embedding_ = average_graph_embedding(graphs, "exact", self.n_clusters, random_state=self._seed())
         self.labels_ = self._labels(self.embedding_)
         return self
 

@@ -6,7 +6,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 from onmsc_dask.assign import assign_labels
-from onmsc_dask.baselines import AverageGraphSC, LinearCombination, SingleBestView
+from onmsc_dask.baselines import AverageGraphSC, ConcatSC, LabelPickedView, LinearCombination, SingleBestView
 from onmsc_dask.api import fit_early_fusion
 from onmsc_dask.early_fusion import EarlyFusionProblem
 from onmsc_dask.graph import view_graphs
@@ -297,3 +297,36 @@ def test_baselines_are_tagged_as_taking_sparse_views():
     for est in (SingleBestView, AverageGraphSC, LinearCombination, baselines.ConcatSC, baselines.ConcatKMeans,
                 baselines.LabelPickedView):
         assert est().__sklearn_tags__().input_tags.sparse, est.__name__
+
+
+def test_labels_in_another_row_order_a_per_view_metric_with_a_view_left_out_and_the_concatenated_graph_named():
+    """Found by a trial: LabelPickedView took a pandas Series y by position when its index was in another order than
+    the views' (it picked the noise view); a per-view metric list failed every graph baseline once a view was left
+    out ("metric lists 3 entries for 2 views"; ONMSC drops the left-out view's entry); ConcatSC's graph error named the
+    user's view 0."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n, k = 300, 3
+    y = np.repeat(np.arange(k), n // k)
+    ids = [f"s{i:03d}" for i in range(n)]
+    good = pd.DataFrame(rng.normal(size=(k, 5))[y] * 3 + rng.normal(size=(n, 5)), index=ids)
+    noise = pd.DataFrame(rng.normal(size=(n, 5)), index=ids)
+    with pytest.raises(ValueError, match=r"the labels: its row index differs from view 0's \(row 0: 's189' here"):
+        LabelPickedView(k, random_state=0).fit([noise, good], pd.Series(y, index=ids).sample(frac=1, random_state=1))
+    assert LabelPickedView(k, random_state=0).fit([noise, good], pd.Series(y, index=ids)).best_view_ == 1
+
+    A = rng.normal(size=(k, 10))[y] * 2 + rng.normal(size=(n, 10))
+    B = sp.csr_matrix(rng.poisson((rng.uniform(size=(k, 200)) ** 4)[y]).astype(float))
+    metric = ["euclidean", "euclidean", "counts"]
+    for estimator in (AverageGraphSC, SingleBestView):
+        with pytest.warns(UserWarning, match="view 1"):  # the constant view, left out
+            left_out = estimator(k, metric=metric, random_state=0).fit([A, np.ones((n, 4)), B])
+        kept = estimator(k, metric=["euclidean", "counts"], random_state=0).fit([A, B])
+        np.testing.assert_array_equal(left_out.labels_, kept.labels_)
+        assert left_out.metric_ == kept.metric_ == ["euclidean", "counts"]
+
+    g = np.arange(n) % 6
+    pieces = [g[:, None] * 10.0 + rng.normal(size=(n, d)) * 0.01 for d in (4, 3)]
+    with pytest.raises(ValueError, match=r"^view 0 \('the concatenated views'\): its graph falls apart into 6"):
+        ConcatSC(3, random_state=0).fit(pieces, view_names=["audio", "video"])
