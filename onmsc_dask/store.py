@@ -772,6 +772,7 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
     """Run `write` on `path`.onmsc-dask-partial, then replace `path` with it; on failure remove it and leave `path` as
     it was (no half-written store opens, and the inputs of `write` may be read from `path`). Only names no user picks
     are removed (a user's `path`.old or `path`.partial used to be)."""
+    path = Path(os.path.abspath(path))  # workers that write a dask view's chunks have working directories of their own
     _prepare_target(path, overwrite)
     partial = path.with_name(path.name + PARTIAL)
     shutil.rmtree(partial, ignore_errors=True)

@@ -442,3 +442,18 @@ def test_a_store_served_over_http_is_fitted_where_it_is_and_the_cli_says_it_cann
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "served").rglob("*")) == before
     with pytest.raises(ValueError, match=f"^no readable onmsc-dask store at {url}: Cannot connect"):
         MultiViewStore(url)  # the server is gone
+
+
+def test_dask_views_written_to_a_relative_path_on_a_cluster_land_in_the_store(cluster, tmp_path, monkeypatch):
+    """The workers, which write a dask view's chunks, run in a directory of their own: a relative path was resolved
+    there, so the store at the client's path held no chunk ("rows 0:100 hold missing values: a chunk file was
+    deleted") and the chunks stayed in the workers' directory (found by a trial)."""
+    import dask.array as da
+    from distributed import Client
+
+    monkeypatch.chdir(tmp_path)
+    views, _ = _views(300)
+    with Client(cluster, set_as_default=True):
+        MultiViewStore.create("rel.zarr", [da.from_array(views[0], chunks=(100, 64)), views[1]], chunk_rows=100)
+    np.testing.assert_array_equal(MultiViewStore(tmp_path / "rel.zarr").read_view(0), views[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel.zarr"]
