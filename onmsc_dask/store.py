@@ -96,7 +96,7 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
             "missing labels in a store); encode them with np.unique(y, return_inverse=True)"
         )
     if n_samples is not None and len(y) != n_samples:
-        raise ValueError(f"{name}: has {len(y)} entries, expected {n_samples} like the views")
+        raise ValueError(f"{name}: has {len(y)} entries, expected {n_samples}, one per sample")
     return y.astype(np.int64)
 
 

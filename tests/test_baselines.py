@@ -266,7 +266,7 @@ def test_baselines_check_their_parameters_and_labels_before_any_work(digits, mon
     monkeypatch.undo()
     clustered = []
     monkeypatch.setattr(LabelPickedView, "_cluster_views", lambda *a: clustered.append(a) or pytest.fail("clustered"))
-    for bad, message in [(y[:-5], f"y: has {len(y) - 5} entries, expected {len(y)} like the views"),
+    for bad, message in [(y[:-5], f"y: has {len(y) - 5} entries, expected {len(y)}, one per sample"),
                          (np.where(y == 1, np.nan, y), r"y: holds missing values \(NaN"),
                          (np.column_stack([y, y]), r"y: has shape \(\d+, 2\), expected a vector")]:
         with pytest.raises(ValueError, match=message):

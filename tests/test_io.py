@@ -271,6 +271,14 @@ def test_load_mnist_dir(mnist_dir):
         np.testing.assert_array_equal(got_labels, labels)
 
 
+def test_an_idx_labels_file_of_another_length_says_one_label_per_sample(mnist_dir):
+    """It said "expected 12 like the views" of a directory of images."""
+    directory, _, labels = mnist_dir
+    _write_idx(directory / "t10k-labels-idx1-ubyte.gz", labels[:10], 0x08)
+    with pytest.raises(ValueError, match=r"t10k-labels-idx1-ubyte\.gz: has 10 entries, expected 12, one per sample$"):
+        load_mnist_dir(directory, "t10k")
+
+
 def test_load_mnist_dir_missing_split_lists_files(mnist_dir):
     with pytest.raises(FileNotFoundError, match=r"'train'.*t10k-images-idx3-ubyte\.gz"):
         load_mnist_dir(mnist_dir[0], "train")
@@ -347,7 +355,7 @@ def test_labels_of_the_wrong_length_are_blamed(tmp_path, dataset):
             load(path)
     np.savetxt(tmp_path / "v.csv", views[0], delimiter=",")
     np.savetxt(tmp_path / "y.csv", y, fmt="%d")
-    with pytest.raises(ValueError, match=r"y\.csv: has 31 entries, expected 30 like the views"):
+    with pytest.raises(ValueError, match=r"y\.csv: has 31 entries, expected 30, one per sample"):
         load_view_files(tmp_path / "v.csv", y_path=tmp_path / "y.csv")
 
 
