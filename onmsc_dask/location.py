@@ -3,6 +3,7 @@ storage_options, checked so that a wrong URL is a one-line error naming it, neve
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,7 @@ def location(path: str | os.PathLike | Location, storage_options: dict | None = 
         except RuntimeError as exc:  # "~user" of no such user
             raise ValueError(f"{path}: {exc}") from None
     scheme, rest = path.split("://", 1)
-    if "::" in path:  # simplecache::s3://b/x.zarr, zip://x.zarr::file:///a.zip
+    if "::" in scheme or re.search(r"::[A-Za-z][A-Za-z0-9+.-]*://", rest):  # simplecache::s3://…, zip://x::file://…
         plain = f" ({scheme.rsplit('::', 1)[1]}://{rest})" if "::" in scheme else ""
         raise ValueError(f"{path}: chained fsspec URLs are not supported; give the store's own URL{plain}")
     if scheme in _LOCAL:

@@ -95,6 +95,7 @@ def test_chained_and_file_urls_are_never_a_directory_of_their_own_name(tmp_path,
         with pytest.raises(ValueError, match=f"^{re.escape(chained)}: chained fsspec URLs are not supported; give the "
                                              "store's own URL"):
             MultiViewStore.create(chained, _views(50)[0])
+    assert location("http://[::1]:8000/x.zarr").url == "http://[::1]:8000/x.zarr"  # IPv6, not a chain
     assert location("file://~/x.zarr") == tmp_path / "home" / "x.zarr"
     with pytest.raises(ValueError, match="storage_options apply to URLs"):
         location(f"file://{tmp_path}/x.zarr", {"auto_mkdir": True})  # they were dropped without a word
