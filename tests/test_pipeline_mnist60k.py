@@ -422,6 +422,25 @@ def test_a_damaged_image_file_ends_the_command_in_one_line(tmp_path):
     assert not list(out.glob("views.zarr*"))
 
 
+def test_a_damaged_view_chunk_is_one_line_without_the_worker_s_log(tmp_path):
+    """A view chunk of the pipeline's store truncated, read again by a fit with other parameters: the thread workers
+    logged "distributed.worker - ERROR - Compute Failed" and the task's traceback before the one-line error."""
+    import subprocess
+    import sys
+
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    command = [sys.executable, str(ROOT / "pipelines" / "mnist60k.py"), "--data-dir", str(data), "--out", str(out),
+               "--quiet", *ARGS]
+    assert subprocess.run(command, capture_output=True, text=True, timeout=300).returncode == 0
+    chunk = out / "views.zarr" / "views" / "1" / "c" / "2" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:100])
+    done = subprocess.run([*command, "--n-landmarks", "50"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("[")]
+    assert line.startswith(f"mnist60k: error: store {out / 'views.zarr'}: view 1 ('hog') rows 160:200 cannot be read, "
+                           "a chunk file is corrupt or truncated"), done.stderr
+
+
 def test_a_refused_store_in_the_forked_build_is_one_line_and_exit_1(tmp_path):
     """A views.zarr in --out that the pipeline did not write, refused by the forked child that builds the views: the
     command printed nothing and exited 0 (SystemExit, pickled back once distributed is imported, lost its code)."""
