@@ -112,8 +112,10 @@ class _GraphClustering(_Baseline):
 
     def _graphs(self, views, view_names: Sequence[str] | None = None):
         metric = self.metric
-        if not isinstance(metric, str) and len(metric) == self.n_views_in_ > len(views):  # a view left out takes its
-            metric = [metric[p] for p in self.kept_views_]  # entry of a per-view list with it, as in ONMSC
+        if not isinstance(metric, str) and len(views) < self.n_views_in_:  # a view left out takes its entry of a
+            if len(metric) != self.n_views_in_:  # per-view list with it, as in ONMSC
+                raise ValueError(f"metric lists {len(metric)} entries for {self.n_views_in_} views")
+            metric = [metric[p] for p in self.kept_views_]
         graphs, self.metric_, self.n_neighbors_ = view_graphs(views, self.n_clusters, self.n_neighbors,
                                                               metric, self._seed(), view_names)
         return graphs

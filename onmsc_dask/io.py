@@ -544,11 +544,12 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples
     names = [row[0].strip() if row else "" for row in rows[start:]]
-    missing = [i for i, name in enumerate(names) if name.lower() in _MISSING]
+    marks = (*_MISSING, "?", "-") if all(_is_number(n) or n in (*_MISSING, "?", "-") for n in names) else _MISSING
+    missing = [i for i, name in enumerate(names) if name in marks]  # among ids also ? and -
     if missing:
         raise ValueError(f"{path}: holds missing labels (e.g. on line {start + missing[0] + 1}"
                          f"{': ' + repr(names[missing[0]]) if names[missing[0]] else ', empty'}); every sample needs "
-                         "a label")
+                         "a label (a class of that name: rename it, or give the labels as ids)")
     return np.array([float(name) for name in names]) if all(map(_is_number, names)) else np.array(names)
 
 
@@ -637,8 +638,8 @@ def _numpy_read_error(path: Path, exc: Exception, kind: str) -> ValueError:
     return ValueError(f"{path}: {problem} ({type(exc).__name__}: {exc})")
 
 
-#: how CSV writers mark a missing value (lower case; pandas' default NA marks, which R's NA is one of)
-_MISSING = ("", "na", "n/a", "nan", "null", "none", "<na>", "#n/a")
+#: how CSV writers mark a missing value (pandas' default NA marks, as case-sensitive: R's NA is one of them)
+_MISSING = ("", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A", "#NA")
 
 
 def _is_number(field: str) -> bool:
@@ -689,7 +690,7 @@ def _csv_hint(first: str, line: int, message: str) -> str:
         return ("; a first line with an empty first field is read as pandas' header of an index column when its other "
                 "fields are names or evenly spaced numbers")
     found = re.search(r"could not convert string '([^']*)'", message)
-    if line > 1 and found and found[1].strip().lower() in (*_MISSING, "?", "-"):
+    if line > 1 and found and found[1].strip() in (*_MISSING, "?", "-", "na", "none"):
         return "; it holds missing values: impute them or drop their rows first"
     if line > 1 and found and re.search(r"column 1\b", message):
         return "; its first column holds text, such as sample names: remove it (rows are matched by position)"
@@ -749,21 +750,23 @@ def _read_csv(path: Path) -> np.ndarray:
             from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
+    def numbered_from(start: int) -> bool:
+        return data.shape[1] > 1 and np.array_equal(data[:, 0], np.arange(start, start + len(data)))
+
+    if header and data.shape[1] - index > len(names):
+        if not index and data.shape[1] == len(names) + 1 and numbered_from(1):  # R's write.table: row names 1..n
+            user_warning(f"{path}: its first column, not named in the header, holds the row numbers 1..{len(data)}, "
+                         "taken as an index, not as a feature")
+            return data[:, 1:]
+        raise ValueError(f"{path}: its header names {len(names)} columns and its rows hold {data.shape[1] - index}"
+                         f"{' besides the index' if index else ''}: an unnamed first column (R's row names: "
+                         "write.table(..., row.names = FALSE)), decimals written with a comma, or fields separated by "
+                         "something other than commas")
     if header and index:
         if not np.all(np.diff(data[:, 0]) > 0):
             user_warning(f"{path}: its index column is not in increasing order; the rows are read in the file's order, "
                          "which must be that of the other views and the labels")
         return data[:, 1:]
-    def numbered_from(start: int) -> bool:
-        return data.shape[1] > 1 and np.array_equal(data[:, 0], np.arange(start, start + len(data)))
-
-    if header and data.shape[1] > len(names):
-        if data.shape[1] == len(names) + 1 and numbered_from(1):  # R's write.table: row names 1..n, not in the header
-            user_warning(f"{path}: its first column, not named in the header, holds the row numbers 1..{len(data)}, "
-                         "taken as an index, not as a feature")
-            return data[:, 1:]
-        raise ValueError(f"{path}: its header names {len(names)} columns and its rows hold {data.shape[1]}; fields must "
-                         "be separated by commas, and decimals written with a point")  # e.g. one column, decimal commas
     if len(data) >= 10 and (numbered_from(0) or numbered_from(1)):
         user_warning(f"{path}: its first column holds the row numbers {data[0, 0]:.0f}..{data[-1, 0]:.0f}, taken as an "
                      "index, not as a feature")

@@ -615,13 +615,14 @@ def image_view(metadata: dict, view_dims: Sequence[int], names: Sequence[str]) -
 def _stored_rows(path: Path | Location, content_id: str | None, p: int, start: int,
                  stop: int) -> np.ndarray | sp.csr_matrix:
     """Rows start:stop of view `p` of the store at `path` (a view_dask task; `content_id` names the content read)."""
-    return _opened(path, content_id).read_rows(p, start, stop)
+    return (MultiViewStore(path) if content_id is None else _opened(path, content_id)).read_rows(p, start, stop)
 
 
 @functools.lru_cache(maxsize=8)
 def _opened(path: Path | Location, content_id: str | None) -> "MultiViewStore":
     """The store at `path`, opened once per process for the chunk tasks of its content `content_id` (opening reads
-    every view's metadata, and on an object store checks the bucket)."""
+    every view's metadata, and on an object store checks the bucket); a store written before content_id existed is
+    opened by each task."""
     return MultiViewStore(path)
 
 
@@ -772,7 +773,7 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
     """Run `write` on `path`.onmsc-dask-partial, then replace `path` with it; on failure remove it and leave `path` as
     it was (no half-written store opens, and the inputs of `write` may be read from `path`). Only names no user picks
     are removed (a user's `path`.old or `path`.partial used to be)."""
-    path = Path(os.path.abspath(path))  # workers that write a dask view's chunks have working directories of their own
+    path = path.parent.resolve() / path.name  # the workers writing a dask view's chunks run in directories of their own
     _prepare_target(path, overwrite)
     partial = path.with_name(path.name + PARTIAL)
     shutil.rmtree(partial, ignore_errors=True)

@@ -325,6 +325,8 @@ def test_labels_in_another_row_order_a_per_view_metric_with_a_view_left_out_and_
         kept = estimator(k, metric=["euclidean", "counts"], random_state=0).fit([A, B])
         np.testing.assert_array_equal(left_out.labels_, kept.labels_)
         assert left_out.metric_ == kept.metric_ == ["euclidean", "counts"]
+        with pytest.raises(ValueError, match="metric lists 2 entries for 3 views"), pytest.warns(UserWarning):
+            estimator(k, metric=["euclidean", "counts"], random_state=0).fit([A, np.ones((n, 4)), B])  # as ONMSC
 
     g = np.arange(n) % 6
     pieces = [g[:, None] * 10.0 + rng.normal(size=(n, d)) * 0.01 for d in (4, 3)]

@@ -816,6 +816,14 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
     (tmp_path / "y.csv").write_text('"species"\n' + "".join("NA\n" if i == 4 else f'"{v}"\n' for i, v in enumerate(names)))
     with pytest.raises(ValueError, match=r"y\.csv: holds missing labels \(e\.g\. on line 6: 'NA'\)"):
         labels(None)  # R's write.csv of a factor with a missing value (NA was a class of its own: a review)
+    for mark in ("?", "-"):  # UCI's missing mark among ids (it became a class of its own: a review)
+        (tmp_path / "y.csv").write_text("".join(f"{mark if i == 3 else v}\n" for i, v in enumerate(np.arange(n) % 3)))
+        with pytest.raises(ValueError, match=rf"holds missing labels \(e\.g\. on line 4: '{re.escape(mark)}'\)"):
+            labels(None)
+    classes = np.array(["none", "mild", "severe"])[np.arange(n) % 3]  # names that only look like missing marks
+    (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in classes))
+    with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(mild=0, none=1, severe=2\)"):
+        assert labels(None).tolist() == [[1, 0, 2][i % 3] for i in range(n)]
     (tmp_path / "y.csv").write_text("label\n" + "".join(f"{v}\n" for v in np.arange(n) % 12) + " \n")
     with warnings.catch_warnings():  # ids under a header, a line of spaces last: ids, not names in string order
         warnings.simplefilter("error")
@@ -825,9 +833,12 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
         assert labels(None).tolist() == (np.arange(n) % 3).tolist()
 
     pd.DataFrame(X[:, :1], columns=["g0"]).to_csv(tmp_path / "euro.csv", index=False, sep=";", decimal=",")
-    with pytest.raises(ValueError, match=r"euro\.csv: its header names 1 columns and its rows hold 2; fields must be "
-                                         "separated by commas, and decimals written with a point"):
+    with pytest.raises(ValueError, match=r"euro\.csv: its header names 1 columns and its rows hold 2: an unnamed first "
+                                         r"column \(R's row names: .*\), decimals written with a comma, or fields"):
         load_view_files(tmp_path / "euro.csv")
+    (tmp_path / "ie.csv").write_text(",x\n" + "".join(f"{i},{i},{i * 3}\n" for i in range(5)))  # index, decimal commas
+    with pytest.raises(ValueError, match=r"ie\.csv: its header names 1 columns and its rows hold 2 besides the index"):
+        load_view_files(tmp_path / "ie.csv")
     (tmp_path / "dc.csv").write_text("value\n" + "".join(f"{i},{(i * 37) % 100:02d}\n" for i in range(12)))
     with pytest.raises(ValueError, match=r"dc\.csv: its header names 1 columns"):  # integer parts 0..11: no row numbers
         load_view_files(tmp_path / "dc.csv")

@@ -52,6 +52,40 @@ def test_view_dask_of_a_deleted_chunk_file_is_an_error_naming_its_rows(tmp_path,
         store.view_dask(0).compute()
 
 
+def test_a_path_through_a_symbolic_link_and_dot_dot_is_where_the_system_puts_it(tmp_path, rng, monkeypatch):
+    """link/../s.zarr with link -> real/sub is real/s.zarr to the system; create wrote ./s.zarr (its path made absolute
+    by text), then failed to open link/../s.zarr; copy with stages=False emptied the source's stages (a review)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "sub")
+    views = [rng.normal(size=(N, 3)), rng.normal(size=(N, 2))]
+    store = MultiViewStore.create("link/../s.zarr", views)
+    assert (tmp_path / "real" / "s.zarr").is_dir() and not (tmp_path / "s.zarr").exists()
+    np.testing.assert_array_equal(store.read_view(1), views[1])
+    source = MultiViewStore.create("src.zarr", views)
+    source.write_result("stage1", "x", np.arange(3.0), {})
+    source.mark_complete("stage1")
+    source.copy("link/../c.zarr", stages=False)
+    assert (tmp_path / "real" / "c.zarr").is_dir() and MultiViewStore("src.zarr").finished_stages() == ["stage1"]
+
+
+def test_view_dask_of_a_store_rewritten_without_content_id_reads_the_new_one(tmp_path, rng):
+    """Stores written before content_id have none: view_dask's chunk tasks, which keep opened stores by path and
+    content_id, read the old store's arrays after another such store replaced it (a review)."""
+    def legacy(values):
+        MultiViewStore.create(tmp_path / "s.zarr", [values], chunk_rows=25, overwrite=True)
+        group = zarr.open_group(tmp_path / "s.zarr", mode="r+")
+        attrs = dict(group.attrs)
+        del attrs["content_id"]
+        group.attrs.clear()
+        group.attrs.update(attrs)
+        return MultiViewStore(tmp_path / "s.zarr")
+
+    first, second = rng.normal(size=(N, 5)), rng.normal(size=(N, 3))
+    np.testing.assert_array_equal(legacy(first).view_dask(0).compute(scheduler="sync"), first)
+    np.testing.assert_array_equal(legacy(second).view_dask(0).compute(scheduler="sync"), second)
+
+
 def test_metadata_labels_and_shapes(tmp_path, rng):
     views = [rng.normal(size=(N, 3)), _sparse(rng)]
     y = np.arange(N) % 4
