@@ -70,7 +70,15 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
     """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)  # MATLAB may save a label vector sparse
     if y.dtype == object and y.size:  # e.g. pandas' .astype(object) of class ids
-        values = np.asarray(y.tolist())
+        gaps = [i for i, v in enumerate(y.ravel().tolist()) if v is None or isinstance(v, float) and v != v]
+        if gaps:
+            raise ValueError(f"{name}: holds missing values (None or NaN, e.g. in rows {gaps[:5]}); every sample needs "
+                             "a label")
+        try:
+            values = np.asarray(y.tolist())
+        except ValueError:  # ragged
+            raise ValueError(f"{name}: holds entries of different lengths; labels are one class id per sample") \
+                from None
         y = values if values.dtype.kind in "biuf" else y
     if sum(s > 1 for s in y.shape) > 1:
         raise ValueError(f"{name}: has shape {y.shape}, expected a vector (labels are one column of class ids or "

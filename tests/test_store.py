@@ -178,7 +178,9 @@ def test_class_ids_in_an_object_array_are_labels(tmp_path, rng):
     with pytest.raises(ValueError, match=r"labels: has shape \(50, 2\), expected a vector"):
         MultiViewStore.create(tmp_path / "u.zarr", [rng.normal(size=(N, 2))], pairs)
     for bad, said in ((np.array([0, "a"] * (N // 2), object), "has dtype object"),
-                      (np.array([0, None] * (N // 2), object), "has dtype object"),
+                      (np.array([0, None] * (N // 2), object), r"holds missing values \(None or NaN, e\.g\. in rows "
+                                                               r"\[1, 3, 5, 7, 9\]\)"),
+                      (np.array([[0], [1, 2]] * (N // 2), object), "holds entries of different lengths"),
                       (np.array([1.5, 2] * (N // 2), object), "holds non-integer values")):
         with pytest.raises(ValueError, match=f"labels: {said}"):
             MultiViewStore.create(tmp_path / "t.zarr", [rng.normal(size=(N, 2))], bad)
