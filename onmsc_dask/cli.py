@@ -585,13 +585,15 @@ def one_line(exc: BaseException) -> str:
 
 @contextmanager
 def quiet_client_log() -> Iterator[None]:
-    """distributed.client's, in-process workers' task states' and asyncio's logged errors silenced: a lost scheduler
-    or an interrupted run then ends in the one-line error of the caller, not also in the client's logged reconnect
-    tracebacks, a worker thread's "Async instruction … ended with CancelledError" or asyncio's "Task exception was
-    never retrieved" of the client's abandoned waits."""
+    """distributed.client's, in-process workers' and asyncio's logged errors silenced: a lost scheduler, an
+    interrupted run or a failed task then ends in the one-line error of the caller, not also in the client's logged
+    reconnect tracebacks, a worker thread's "Compute Failed" or "Async instruction … ended with CancelledError", a
+    closed in-process comm's traceback or asyncio's "Task exception was never retrieved" of the client's abandoned
+    waits (worker processes keep their logs: a nanny's "exceeded 95% memory budget" says why it restarted one)."""
     import distributed  # noqa: F401 - importing it sets its loggers' levels, which would undo ours
 
-    logs = [logging.getLogger(name) for name in ("distributed.client", "distributed.worker.state_machine", "asyncio")]
+    logs = [logging.getLogger(name) for name in ("distributed.client", "distributed.worker",
+                                                 "distributed.worker.state_machine", "distributed.batched", "asyncio")]
     levels = [log.level for log in logs]
     for log in logs:
         log.setLevel(logging.CRITICAL)

@@ -544,8 +544,9 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples
     names = [row[0].strip() if row else "" for row in rows[start:]]
-    marks = (*_MISSING, "?", "-") if all(_is_number(n) or n in (*_MISSING, "?", "-") for n in names) else _MISSING
-    missing = [i for i, name in enumerate(names) if name in marks]  # among ids also ? and -
+    marks = {mark.lower() for mark in (*_MISSING, "?", "-")}
+    ids = all(_is_number(name) or name.lower() in marks for name in names)  # among ids any mark, in any case
+    missing = [i for i, name in enumerate(names) if (not _is_number(name) if ids else name in _MISSING)]
     if missing:
         raise ValueError(f"{path}: holds missing labels (e.g. on line {start + missing[0] + 1}"
                          f"{': ' + repr(names[missing[0]]) if names[missing[0]] else ', empty'}); every sample needs "

@@ -70,9 +70,10 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
     """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)  # MATLAB may save a label vector sparse
     if y.dtype == object and y.size:  # e.g. pandas' .astype(object) of class ids
-        gaps = [i for i, v in enumerate(y.ravel().tolist()) if v is None or isinstance(v, float) and v != v]
+        gaps = [i for i, v in enumerate(y.ravel().tolist()) if v is None or isinstance(v, float) and v != v
+                or type(v).__name__ in ("NAType", "NaTType")]  # pandas' NA and NaT
         if gaps:
-            raise ValueError(f"{name}: holds missing values (None or NaN, e.g. in rows {gaps[:5]}); every sample needs "
+            raise ValueError(f"{name}: holds missing values (None, NaN or NA, e.g. in rows {gaps[:5]}); every sample needs "
                              "a label")
         try:
             values = np.asarray(y.tolist())
@@ -267,7 +268,7 @@ class MultiViewStore:
         if isinstance(self.path, Location) or isinstance(location(path), Location):
             raise ValueError(f"cannot copy store {self.path} to {path}: copy() copies local stores; an object store "
                              "is read where it is")
-        path, source = Path(path), self.path.resolve()
+        path, source = Path(path).expanduser(), self.path.resolve()
         target = path.resolve()
         if target == source or source in target.parents or target in source.parents:
             raise ValueError(f"cannot copy store {self.path} to {path}: the target is the store, inside it or "
@@ -781,7 +782,8 @@ def _write_then_replace(path: Path, overwrite: bool, write: Callable[[Path], Non
     """Run `write` on `path`.onmsc-dask-partial, then replace `path` with it; on failure remove it and leave `path` as
     it was (no half-written store opens, and the inputs of `write` may be read from `path`). Only names no user picks
     are removed (a user's `path`.old or `path`.partial used to be)."""
-    path = path.parent.resolve() / path.name  # the workers writing a dask view's chunks run in directories of their own
+    # absolute, as the system resolves it: the workers writing a dask view's chunks run in directories of their own
+    path = path.resolve() if path.name in ("", ".", "..") else path.parent.resolve() / path.name
     _prepare_target(path, overwrite)
     partial = path.with_name(path.name + PARTIAL)
     shutil.rmtree(partial, ignore_errors=True)

@@ -26,7 +26,6 @@ import errno
 import functools
 import gc
 import importlib
-import logging
 import json
 import multiprocessing
 import pickle
@@ -320,8 +319,7 @@ def make_client(args: argparse.Namespace, log: Callable[[str], None] | None = No
               flush=True)
     with dask.config.set(SCHEDULER_CONFIG):  # the Client closes its LocalCluster with it
         return Client(n_workers=args.workers or WORKERS, threads_per_worker=1, processes=args.processes,
-                      memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0, dashboard_address=":0",
-                      silence_logs=logging.CRITICAL)  # a task's error reaches the client: one line, no worker log
+                      memory_limit=(args.memory_limit or MEMORY_LIMIT) if args.processes else 0, dashboard_address=":0")
 
 
 def enter_client(args: argparse.Namespace, stack: ExitStack, log: Callable[[str], None] | None = None) -> Any:

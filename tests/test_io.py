@@ -816,7 +816,7 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
     (tmp_path / "y.csv").write_text('"species"\n' + "".join("NA\n" if i == 4 else f'"{v}"\n' for i, v in enumerate(names)))
     with pytest.raises(ValueError, match=r"y\.csv: holds missing labels \(e\.g\. on line 6: 'NA'\)"):
         labels(None)  # R's write.csv of a factor with a missing value (NA was a class of its own: a review)
-    for mark in ("?", "-"):  # UCI's missing mark among ids (it became a class of its own: a review)
+    for mark in ("?", "-", "na", "none"):  # among ids, missing in any case (a class of its own; ids read as names)
         (tmp_path / "y.csv").write_text("".join(f"{mark if i == 3 else v}\n" for i, v in enumerate(np.arange(n) % 3)))
         with pytest.raises(ValueError, match=rf"holds missing labels \(e\.g\. on line 4: '{re.escape(mark)}'\)"):
             labels(None)

@@ -4,6 +4,7 @@ import re
 import dask
 import dask.array as da
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 import zarr
@@ -65,6 +66,12 @@ def test_a_path_through_a_symbolic_link_and_dot_dot_is_where_the_system_puts_it(
     source = MultiViewStore.create("src.zarr", views)
     source.write_result("stage1", "x", np.arange(3.0), {})
     source.mark_complete("stage1")
+    for odd in ("newdir/..", "."):  # a name the system resolves: the directory it names (newdir/.. crashed, after
+        with pytest.raises(FileExistsError, match=f"^{re.escape(str(tmp_path))} exists and is not a zarr store"):
+            MultiViewStore.create(odd, views, overwrite=True)  # writing a whole store to newdir/...onmsc-dask-partial)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    source.copy("~/c.zarr")  # it wrote a directory named ~ here
+    assert (tmp_path / "home" / "c.zarr").is_dir() and not (tmp_path / "~").exists()
     source.copy("link/../c.zarr", stages=False)
     assert (tmp_path / "real" / "c.zarr").is_dir() and MultiViewStore("src.zarr").finished_stages() == ["stage1"]
 
@@ -178,9 +185,10 @@ def test_class_ids_in_an_object_array_are_labels(tmp_path, rng):
     with pytest.raises(ValueError, match=r"labels: has shape \(50, 2\), expected a vector"):
         MultiViewStore.create(tmp_path / "u.zarr", [rng.normal(size=(N, 2))], pairs)
     for bad, said in ((np.array([0, "a"] * (N // 2), object), "has dtype object"),
-                      (np.array([0, None] * (N // 2), object), r"holds missing values \(None or NaN, e\.g\. in rows "
+                      (np.array([0, None] * (N // 2), object), r"holds missing values \(None, NaN or NA, e\.g\. in rows "
                                                                r"\[1, 3, 5, 7, 9\]\)"),
                       (np.array([[0], [1, 2]] * (N // 2), object), "holds entries of different lengths"),
+                      (pd.Series([0, pd.NA] * (N // 2), dtype="Int64").astype(object), "holds missing values"),
                       (np.array([1.5, 2] * (N // 2), object), "holds non-integer values")):
         with pytest.raises(ValueError, match=f"labels: {said}"):
             MultiViewStore.create(tmp_path / "t.zarr", [rng.normal(size=(N, 2))], bad)
