@@ -110,7 +110,7 @@ def _labels(value: Any, name: str) -> np.ndarray:
     """Labels of a .mat or .npz variable: class ids, or class names (a string array, a MATLAB char matrix or cell of
     strings) as class_ids gives them."""
     if isinstance(value, np.ndarray) and value.dtype == object and value.size and all(
-            isinstance(v, np.ndarray) and v.dtype.kind in "US" and v.size <= 1 for v in value.flat):  # a cell of strings
+            isinstance(v, np.ndarray) and v.dtype.kind in "US" and v.size <= 1 for v in value.flat):
         value = np.array([v.item() if v.size else "" for v in value.flat])
     if not (isinstance(value, np.ndarray) and value.dtype.kind in "US"):
         return as_labels(value, name=name)
@@ -544,8 +544,7 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples
     names = [row[0].strip() if row else "" for row in rows[start:]]
-    marks = {mark.lower() for mark in (*_MISSING, "?", "-")}
-    ids = all(_is_number(name) or name.lower() in marks for name in names)  # among ids any mark, in any case
+    ids = all(_is_number(name) or name.lower() in _ID_MARKS for name in names)
     missing = [i for i, name in enumerate(names) if (not _is_number(name) if ids else name in _MISSING)]
     if missing:
         raise ValueError(f"{path}: holds missing labels (e.g. on line {start + missing[0] + 1}"
@@ -584,7 +583,7 @@ def _read_view_file(path: Path) -> np.ndarray:
 #: the entries every scipy.sparse.save_npz file holds, and those of its formats' indices (csr / csc / bsr, coo, dia)
 _SPARSE_NPZ_ENTRIES = {"format.npy", "shape.npy", "data.npy"}
 _SPARSE_INDEX_ENTRIES = {"indices.npy", "indptr.npy", "row.npy", "col.npy", "coords.npy", "offsets.npy",
-                         "has_canonical_format.npy", "blocksize.npy", "_is_array.npy"}  # _is_array: saved from a csr_array
+                         "has_canonical_format.npy", "blocksize.npy", "_is_array.npy"}  # the last: a csr_array's
 
 
 def npz_kind(path: PathLike) -> str | None:
@@ -641,6 +640,8 @@ def _numpy_read_error(path: Path, exc: Exception, kind: str) -> ValueError:
 
 #: how CSV writers mark a missing value (pandas' default NA marks, as case-sensitive: R's NA is one of them)
 _MISSING = ("", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A", "#NA")
+#: the marks among numbers, in any case, and also ? (UCI's) and -: no number reads so
+_ID_MARKS = frozenset(mark.lower() for mark in (*_MISSING, "?", "-"))
 
 
 def _is_number(field: str) -> bool:
@@ -691,7 +692,7 @@ def _csv_hint(first: str, line: int, message: str) -> str:
         return ("; a first line with an empty first field is read as pandas' header of an index column when its other "
                 "fields are names or evenly spaced numbers")
     found = re.search(r"could not convert string '([^']*)'", message)
-    if line > 1 and found and found[1].strip() in (*_MISSING, "?", "-", "na", "none"):
+    if line > 1 and found and found[1].strip().lower() in _ID_MARKS:
         return "; it holds missing values: impute them or drop their rows first"
     if line > 1 and found and re.search(r"column 1\b", message):
         return "; its first column holds text, such as sample names: remove it (rows are matched by position)"
@@ -751,6 +752,7 @@ def _read_csv(path: Path) -> np.ndarray:
             from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
+
     def numbered_from(start: int) -> bool:
         return data.shape[1] > 1 and np.array_equal(data[:, 0], np.arange(start, start + len(data)))
 

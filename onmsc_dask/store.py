@@ -73,8 +73,8 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
         gaps = [i for i, v in enumerate(y.ravel().tolist()) if v is None or isinstance(v, float) and v != v
                 or type(v).__name__ in ("NAType", "NaTType")]  # pandas' NA and NaT
         if gaps:
-            raise ValueError(f"{name}: holds missing values (None, NaN or NA, e.g. in rows {gaps[:5]}); every sample needs "
-                             "a label")
+            raise ValueError(f"{name}: holds missing values (None, NaN or NA, e.g. in rows {gaps[:5]}); every sample "
+                             "needs a label")
         try:
             values = np.asarray(y.tolist())
         except ValueError:  # ragged
@@ -611,8 +611,8 @@ def image_view(metadata: dict, view_dims: Sequence[int], names: Sequence[str]) -
             raise TypeError
         view, height, width = int(view), int(height), int(width)
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"metadata image_shape {info!r}: expected {{'view': p, 'shape': [height, width]}} (integers)") \
-            from None
+        raise ValueError(f"metadata image_shape {info!r}: expected {{'view': p, 'shape': [height, width]}} "
+                         "(integers)") from None
     if not 0 <= view < len(view_dims):
         raise ValueError(f"metadata image_shape {info!r}: no view {view} (the store has {len(view_dims)})")
     if height < 1 or width < 1 or height * width != view_dims[view]:
