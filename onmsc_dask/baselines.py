@@ -30,7 +30,7 @@ from .fusion import converged, full_weights, simplex_qp
 from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
-from .store import as_labels
+from .store import as_labels, is_missing
 from .validation import (check_int, check_lambda, check_row_index, check_seed, check_tol, check_views, clear_fitted,
                          informative_views, kept_names)
 
@@ -220,8 +220,7 @@ def _class_ids(y, n_samples: int) -> np.ndarray:
     y = np.asarray(y)
     if y.dtype.kind == "O":
         values = y.ravel().tolist()
-        if any(v is None or type(v).__name__ in ("NAType", "NaTType") or (isinstance(v, float) and v != v)
-               for v in values):
+        if any(map(is_missing, values)):
             raise ValueError("y: holds missing values (None, NA or NaN); every sample needs a label")
         texts = sum(isinstance(v, str) for v in values)
         if 0 < texts < len(values):

@@ -550,7 +550,7 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
         raise ValueError(f"{path}: holds missing labels (e.g. on line {start + missing[0] + 1}"
                          f"{': ' + repr(names[missing[0]]) if names[missing[0]] else ', empty'}); every sample needs "
                          "a label (a class of that name: rename it, or give the labels as ids)")
-    return np.array([float(name) for name in names]) if all(map(_is_number, names)) else np.array(names)
+    return np.array([float(name) for name in names]) if ids else np.array(names)  # ids: all numbers once none missing
 
 
 def class_ids(names: np.ndarray, source: PathLike) -> np.ndarray:

@@ -66,12 +66,16 @@ _WRITE = {"write_empty_chunks": True}
 ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
 
 
+def is_missing(value: Any) -> bool:
+    """Whether an entry of an object array of labels is a missing value: None, NaN, or pandas' NA or NaT."""
+    return value is None or isinstance(value, float) and value != value or type(value).__name__ in ("NAType", "NaTType")
+
+
 def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> np.ndarray:
     """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)  # MATLAB may save a label vector sparse
     if y.dtype == object and y.size:  # e.g. pandas' .astype(object) of class ids
-        gaps = [i for i, v in enumerate(y.ravel().tolist()) if v is None or isinstance(v, float) and v != v
-                or type(v).__name__ in ("NAType", "NaTType")]  # pandas' NA and NaT
+        gaps = [i for i, v in enumerate(y.ravel().tolist()) if is_missing(v)]
         if gaps:
             raise ValueError(f"{name}: holds missing values (None, NaN or NA, e.g. in rows {gaps[:5]}); every sample "
                              "needs a label")
