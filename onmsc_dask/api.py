@@ -437,6 +437,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
             if self.embedding not in ("auto", "exact"):
                 raise ValueError(f"embedding={self.embedding!r} applies to late fusion; early fusion runs on the exact "
                                  "kNN graphs")
+            if not isinstance(self.refine, str) and self.refine:
+                raise ValueError("refine applies to late fusion; early fusion's labels are its k-means labels")
             if (self.lambda1, self.lambda2, self.consensus_graph) != ("auto", "auto", "auto"):
                 raise ValueError("lambda1, lambda2 and consensus_graph apply to late fusion; early fusion's weight is "
                                  "alpha")

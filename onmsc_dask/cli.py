@@ -37,7 +37,7 @@ from .cluster import SCHEDULER_CONFIG
 from .datasets import DATASETS
 from .outputs import RUN_FILES, labels_files, write_run_files
 from .progress import Progress, counted
-from .validation import SEED_MAX
+from .validation import SEED_MAX, user_warning
 
 EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 130, 143
 DEFAULT_WORKERS = 2
@@ -240,12 +240,13 @@ def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list
     return *load(data[0]), None, str(data[0])
 
 
-def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Path | None]:
+def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[Any, str, int, Path | None]:
     """The run's store ``DIR/views.zarr``, a description of the source, k, and the store it copies (else None). A
     store given with ``--data`` is copied file by file (never read whole, so its values are checked by the fit;
     used as it is when it already is ``DIR/views.zarr``); other input is loaded, validated and written. A
     ``DIR/views.zarr`` written from the same input files, unchanged (_input_files), is used as it is, with its stages:
-    the same command resumes. Nothing is created before the input is valid."""
+    the same command resumes, its input's warnings (`shown` while it was read) shown again. Nothing is created before
+    the input is valid."""
     from .store import MultiViewStore
     from .validation import check_views
 
@@ -271,6 +272,8 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
             log(f"using {store_path}")
             return store, source, k, None
         if previous is not None:  # the same command again: an anchor run resumes after its last finished stage
+            for message in previous.metadata.get("input_warnings", []):  # e.g. the class names' ids, for the report
+                user_warning(message)
             if _solver(args, store.n_samples) == "anchor":
                 log(f"resuming: {store_path} holds this input (finished stages: {_stages_text(*_finished(previous))})")
             else:
@@ -280,6 +283,7 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
         log(f"copying {given} to {store_path}")
         copy = _recorded(store.copy(store_path, stages=False, overwrite=True), fingerprint)  # this run's input
         return copy, source, k, given
+    first = len(shown)
     views, y, names, name = _load_input(args)
     if args.view_names is not None:
         if len(args.view_names) != len(views):
@@ -291,7 +295,8 @@ def _open_store(args: argparse.Namespace, log: _Log) -> tuple[Any, str, int, Pat
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, why, log)
     store = _recorded(MultiViewStore.create(store_path, views, y, view_names=names, overwrite=True,
-                                            metadata={"source": name, **_image_metadata(args)}), fingerprint)
+                                            metadata={"source": name, "input_warnings": shown[first:],
+                                                      **_image_metadata(args)}), fingerprint)
     log(f"wrote {store_path} (views {store.view_names})")
     return store, name, k, None
 
@@ -653,7 +658,7 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
             timings["start_cluster"] = time.perf_counter() - t
             _watch(client, stack, log)
         t = time.perf_counter()
-        store, source, n_clusters, copy_of = _open_store(args, log)
+        store, source, n_clusters, copy_of = _open_store(args, log, shown)
         if isinstance(store.location, Location):  # a URL: the run's stages go into the user's store
             stack.enter_context(StoreLock(store.location))
             kept, damaged = _finished(store)

@@ -18,6 +18,7 @@ import warnings
 import zipfile
 import zlib
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -113,7 +114,7 @@ def _labels(value: Any, name: str) -> np.ndarray:
             isinstance(v, np.ndarray) and v.dtype.kind in "US" and v.size <= 1 for v in value.flat):
         value = np.array([v.item() if v.size else "" for v in value.flat])
     if not (isinstance(value, np.ndarray) and value.dtype.kind in "US"):
-        return as_labels(value, name=name)
+        return unlabelled_mark(as_labels(value, name=name), name)
     names = np.char.strip(value.ravel().astype(str))
     if not all(names):
         raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
@@ -514,7 +515,10 @@ def load_view_files(
     if y_path is not None and Path(y_path).suffix.lower() == ".npz":
         raise ValueError(f"{y_path}: labels go in a .npy or .csv file")
     views = [_as_view(_read_view_file(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
-    views = _check_rows(views, ", ".join(map(str, paths)), view_file_names(paths) if names is None else names)
+    counts = [view.shape[0] for view in views]
+    extra = [Path(path) for path, rows in zip(paths, counts) if rows == min(counts) + 1]
+    with _hint(_numeric_header_hint(extra[0]) if len(extra) == 1 and max(counts) == min(counts) + 1 else ""):
+        views = _check_rows(views, ", ".join(map(str, paths)), view_file_names(paths) if names is None else names)
     if y_path is None:
         return views, None
     n = views[0].shape[0]
@@ -524,7 +528,46 @@ def load_view_files(
         if "could not convert string" not in str(exc):  # words where numbers go: class names
             raise
         y = _class_name_column(Path(y_path), n, exc)
-    return views, as_labels(class_ids(y, y_path) if y.dtype.kind in "USO" else y, n, name=str(y_path))
+    if y.shape == (n + 1, 1) and Path(y_path).suffix.lower() == ".csv":  # e.g. pandas' Series name 0 over the ids
+        raise ValueError(f"{y_path}: has {n + 1} entries, expected {n}, one per sample; if line 1 ({y[0, 0]:g}) is a "
+                         "header (pandas writes 0 for an unnamed Series), name the column, e.g. "
+                         "y.to_csv(path, header=['label'], index=False), or remove it")
+    with _hint("".join(_numeric_header_hint(Path(path)) for path in paths) if len(y) == n - 1 else ""):
+        y = as_labels(class_ids(y, y_path) if y.dtype.kind in "USO" else y, n, name=str(y_path))
+    return views, unlabelled_mark(y, str(y_path))
+
+
+@contextmanager
+def _hint(hint: str) -> Iterator[None]:
+    """A ValueError raised meanwhile, with `hint` appended to its message."""
+    try:
+        yield
+    except ValueError as exc:
+        if not hint:
+            raise
+        raise ValueError(f"{exc}{hint}") from None
+
+
+def _numeric_header_hint(path: Path) -> str:
+    """For a file read with one row more than the other views or the labels: when it is a CSV whose first line is
+    increasing numbers, the hint that it may be a header of numeric column names (not evenly spaced: read as data)."""
+    if path.suffix.lower() != ".csv":
+        return ""
+    with path.open(encoding="utf-8-sig") as f:
+        first = f.readline().strip()
+    if not _increasing([field.strip().strip('"') for field in first.split(",")]):
+        return ""
+    return (f"; {path.name}'s first line ({first[:60]}) was read as a sample: if it names the columns, make the names "
+            "non-numeric (e.g. x400) or remove it")
+
+
+def unlabelled_mark(y: np.ndarray, source: str) -> np.ndarray:
+    """`y`, with a warning when it holds -1 beside ids 0, 1, ...: scikit-learn's mark of an unlabelled sample,
+    here a class of its own."""
+    if y.size and y.min() == -1 and (y == 0).any() and np.all(y >= -1):
+        user_warning(f"{source}: label -1 ({int(np.sum(y == -1))} samples) is read as a class of its own; "
+                     "scikit-learn marks unlabelled samples with -1: if these are, leave them out of the evaluation")
+    return y
 
 
 def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndarray:
@@ -544,6 +587,11 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples
     names = [row[0].strip() if row else "" for row in rows[start:]]
+    counts = Counter(names)
+    if not start and counts[names[0]] == 1 and min(counts.values()) == 1 == sum(c == 1 for c in counts.values()):
+        raise ValueError(f"{path}: line 1 ({names[0]!r}) is the only class of one sample, as a header would be, and "
+                         f"the file holds {n_samples} lines for {n_samples} samples: if line 1 is a header, a label is "
+                         "missing (if it is a label, give the labels as a .npy file)")
     ids = all(_is_number(name) or name.lower() in _ID_MARKS for name in names)
     missing = [i for i, name in enumerate(names) if (not _is_number(name) if ids else name in _MISSING)]
     if missing:
@@ -692,6 +740,8 @@ def _csv_hint(first: str, line: int, message: str) -> str:
         return ("; a first line with an empty first field is read as pandas' header of an index column when its other "
                 "fields are names or evenly spaced numbers")
     found = re.search(r"could not convert string '([^']*)'", message)
+    if found and re.fullmatch(r"\s*[+-]?\d{1,3}(,\d{3})+(\.\d*)?\s*", found[1]):
+        return f"; it writes numbers with thousands separators ({found[1]!r}): write them without"
     if line > 1 and found and found[1].strip().lower() in _ID_MARKS:
         return "; it holds missing values: impute them or drop their rows first"
     if line > 1 and found and re.search(r"column 1\b", message):
@@ -701,11 +751,13 @@ def _csv_hint(first: str, line: int, message: str) -> str:
 
 def _read_csv(path: Path) -> np.ndarray:
     """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`)."""
-    line, first = 0, ""
+    line, first, lines = 0, "", []  # lines: the file line of each data row
 
     def numbered(rows: Iterator[tuple[int, str]]) -> Iterator[str]:  # the file line np.loadtxt is at, to name it
         nonlocal line
         for line, text in rows:
+            if text.split("#")[0].strip():  # np.loadtxt skips blank lines and comments
+                lines.append(line)
             yield text
 
     try:
@@ -748,10 +800,17 @@ def _read_csv(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: not a UTF-8 text file, as CSV files must be ({byte})") from exc
     except ValueError as exc:  # numpy's own row numbers skip the header and blank lines, and start at 0 or 1
         message = re.sub(r" at row \d+", "", str(exc))
+        message = re.sub(r"the number of columns changed from (\d+) to (\d+);.*", r"\2 fields where the lines before "
+                         r"it have \1; every line needs as many fields as the others", message)
         raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message}){_csv_hint(first, line, message)}") \
             from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
+    if not np.isfinite(data).all():
+        row, column = np.argwhere(~np.isfinite(data))[0]
+        kind = "missing" if np.isnan(data[row, column]) else "infinite"
+        raise ValueError(f"{path}: holds {kind} values (e.g. line {lines[row]}, column {column + 1}: "
+                         f"{data[row, column]}); every value must be a finite number")
 
     def numbered_from(start: int) -> bool:
         return data.shape[1] > 1 and np.array_equal(data[:, 0], np.arange(start, start + len(data)))

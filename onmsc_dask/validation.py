@@ -277,6 +277,10 @@ def view_list(views, names: Sequence[str] | None = None, y: Any = None) -> list:
     if all(_ndim(X) < 2 for X in views):
         raise ValueError("views must be a list of n x d arrays, but every entry is 1-D: a single table given as a "
                          "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")
+    series = [p for p, X in enumerate(views) if hasattr(X, "to_frame") and _ndim(X) == 1]
+    if series:  # its fix is not numpy's
+        raise ValueError(f"{view_label(series[0], names)}: is a pandas Series (1-D); a view of one feature is an n x 1 "
+                         "table: X.to_frame()")
     check_row_index(views, names, y)
     return views
 
@@ -507,7 +511,7 @@ def check_landmarks(n_landmarks: int | None, n_nearest: int | None, n_clusters: 
     width = n_clusters if width is None else width
     m = min(default_n_landmarks(n_samples, width) if n_landmarks is None else check_int("n_landmarks", n_landmarks),
             n_samples)
-    n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=0)
+    n_nearest = None if n_nearest is None else check_int("n_nearest_landmarks", n_nearest, minimum=2)
     if m <= width:
         raise ValueError(f"n_landmarks={m} must be larger than {width_label(width, n_clusters)}: the "
                          f"landmark graph has at most n_landmarks eigenvectors and the embedding needs {width}")

@@ -308,8 +308,10 @@ def test_other_input_errors(two_views):
     (dict(order=True), "order must be a positive integer"),
     (dict(embedding="anchor", n_landmarks=3), "n_landmarks=3 must be larger than n_clusters=3"),
     (dict(embedding="nystrom", n_landmarks=2), "n_landmarks=2 must be larger than n_clusters=3"),
-    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=0), "n_nearest_landmarks=0 must satisfy"),
-    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=1), "one piece per landmark"),
+    # 0 and 1 were said to be allowed by the type check (">= 0"), refused by the range check
+    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=0), "n_nearest_landmarks must be an integer >= 2"),
+    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=1), "n_nearest_landmarks must be an integer >= 2"),
+    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=21), "n_nearest_landmarks=21 must satisfy"),
     # were truncated (2.5 -> 2, True -> 1), a raw TypeError ("7"), no iteration at all (max_iter=-3), KMeans' error
     (dict(n_neighbors=2.5), r"n_neighbors must be a positive integer, got 2\.5"),
     (dict(n_neighbors=True), "n_neighbors must be a positive integer, got True"),
@@ -317,7 +319,7 @@ def test_other_input_errors(two_views):
     (dict(max_iter=-3), "max_iter must be a positive integer, got -3"),
     (dict(n_init=0), "n_init must be a positive integer, got 0"),
     (dict(embedding="anchor", n_landmarks=20.5), r"n_landmarks must be a positive integer, got 20\.5"),
-    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=2.0), "n_nearest_landmarks must be an integer >= 0"),
+    (dict(embedding="anchor", n_landmarks=20, n_nearest_landmarks=2.0), "n_nearest_landmarks must be an integer >= 2"),
     # a TypeError after the graphs were built ("x"), every iteration run silently (-1), a TypeError (None)
     (dict(tol="x"), "tol must be a number, got 'x'"),
     (dict(tol=-1), "tol must be finite and >= 0, got -1"),
@@ -329,6 +331,7 @@ def test_other_input_errors(two_views):
     (dict(fusion="early", lambda1="select"), "lambda1, lambda2 and consensus_graph apply to late fusion; early"),
     (dict(fusion="early", lambda2=3.0), "lambda1, lambda2 and consensus_graph apply to late fusion"),
     (dict(fusion="early", consensus_graph="rank"), "consensus_graph apply to late fusion"),
+    (dict(fusion="early", refine=True), "refine applies to late fusion; early fusion's labels are its k-means labels"),
     (dict(consensus_graph="median"), "consensus_graph must be 'auto', 'rank' or 'average', got 'median'"),
     (dict(refine="False"), "refine must be 'auto', True or False, got 'False'"),
     (dict(eigenvalue_scaling=1), "eigenvalue_scaling must be True or False, got 1"),

@@ -830,6 +830,22 @@ def test_the_same_in_memory_command_again_says_it_recomputes(tmp_path, scheduler
     np.testing.assert_array_equal(np.load(tmp_path / "run" / "labels.npy"), first)
 
 
+def test_the_same_command_again_keeps_the_inputs_warnings_in_the_report(tmp_path, scheduler, capsys):
+    """A run reusing DIR/views.zarr used to write a report.json without the warnings of reading its input (here the
+    class names' ids), which it did not read again."""
+    views, y = _blobs()
+    np.save(tmp_path / "a.npy", views[0])
+    np.save(tmp_path / "b.npy", views[1])
+    (tmp_path / "y.csv").write_text("".join(f"{'cat dog fox'.split()[c]}\n" for c in y))
+    command = ["run", "--data", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--labels", str(tmp_path / "y.csv"),
+               "--out", str(tmp_path / "run"), "--scheduler", scheduler]
+    names = "y.csv: class names read as labels 0..2 in sorted order (cat=0, dog=1, fox=2)"
+    for _ in range(2):
+        assert main(command) == 0
+        assert names in capsys.readouterr().err
+        assert [w for w in json.loads((tmp_path / "run" / "report.json").read_text())["warnings"] if names in w]
+
+
 def test_a_damaged_view_of_the_runs_store_is_written_again_from_the_input(tmp_path, scheduler, capsys):
     """A view chunk of DIR/views.zarr deleted after a run: the same command used to fail on it every time, naming
     the input file; now the store is written again from the unchanged input, with the same labels, and the next

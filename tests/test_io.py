@@ -441,6 +441,99 @@ def test_load_view_files_errors_give_file_line_numbers(tmp_path, text, line):
     assert "row" not in str(info.value)
 
 
+def test_labels_file_of_class_names_with_a_header_and_a_label_missing_is_an_error(tmp_path, dataset):
+    """A header over one name fewer than the samples (the last label missing) used to be read as a class of its own,
+    every label shifted by one line."""
+    views, y = dataset
+    np.save(tmp_path / "v.npy", views[0])
+    names = np.array(["cat", "dog", "fox", "owl"])[y]
+    (tmp_path / "y.csv").write_text("label\n" + "\n".join(names[:-1]) + "\n\n")
+    with pytest.raises(ValueError, match=rf"y\.csv: line 1 \('label'\) is the only class of one sample, as a header "
+                                         rf"would be, and the file holds {len(y)} lines for {len(y)} samples"):
+        load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")
+    (tmp_path / "y.csv").write_text("label\n" + "\n".join(names) + "\n")  # whole: read
+    np.testing.assert_array_equal(load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")[1], y)
+    names[0] = "emu"  # a class of one sample, and no header
+    (tmp_path / "y.csv").write_text("\n".join(names) + "\n")
+    with pytest.raises(ValueError, match=r"if it is a label, give the labels as a \.npy file"):
+        load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")
+    np.save(tmp_path / "y.npy", names)
+    np.testing.assert_array_equal(load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.npy")[1],
+                                  np.unique(names, return_inverse=True)[1])
+
+
+def test_labels_file_of_ids_under_pandas_header_0_says_what_line_1_is(tmp_path, dataset):
+    """``pd.Series(y).to_csv(path, index=False)`` writes the header 0: it said only 'has 31 entries, expected 30'."""
+    views, y = dataset
+    np.save(tmp_path / "v.npy", views[0])
+    (tmp_path / "y.csv").write_text("0\n" + "".join(f"{c}\n" for c in y))
+    with pytest.raises(ValueError, match=rf"y\.csv: has {len(y) + 1} entries, expected {len(y)}, one per sample; if "
+                                         r"line 1 \(0\) is a header \(pandas writes 0 for an unnamed Series\), name "
+                                         r"the column"):
+        load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")
+
+
+def test_numeric_header_not_evenly_spaced_is_named_when_the_rows_disagree(tmp_path, dataset):
+    """A header of wavelengths 400,450,550,700 is read as a sample (its spacing is uneven); the views' or labels' row
+    counts then differ by one, an error that blamed the other view (or the labels) only."""
+    views, y = dataset
+    with_header = tmp_path / "h.csv"
+    with_header.write_text("400,450,550,700\n" + "".join(",".join(map(str, row[:4])) + "\n" for row in views[0]))
+    np.save(tmp_path / "v.npy", views[1])
+    np.save(tmp_path / "y.npy", y)
+    hint = r"; h\.csv's first line \(400,450,550,700\) was read as a sample: if it names the columns, make the names " \
+           r"non-numeric \(e\.g\. x400\) or remove it"
+    for files in ([with_header, tmp_path / "v.npy"], [tmp_path / "v.npy", with_header]):
+        with pytest.raises(ValueError, match=r"has \d+ rows, expected \d+ like view 0 .*" + hint):
+            load_view_files(files)
+    with pytest.raises(ValueError, match=rf"y\.npy: has {len(y)} entries, expected {len(y) + 1}, one per sample{hint}"):
+        load_view_files(with_header, y_path=tmp_path / "y.npy")
+    (tmp_path / "c.csv").write_text("5,1,7,2\n" + "".join(",".join(map(str, row[:4])) + "\n" for row in views[0]))
+    with pytest.raises(ValueError, match=r"like view 0 \('c'\) \(every view must describe the same samples; check "
+                                         r"for transposed views\)$"):  # not increasing: no hint
+        load_view_files([tmp_path / "c.csv", tmp_path / "v.npy"])
+
+
+def test_label_minus_one_beside_ids_0_1_warns_it_is_a_class(tmp_path, dataset):
+    """scikit-learn marks unlabelled samples -1: such labels used to count as a class without a word."""
+    views, y = dataset
+    np.save(tmp_path / "v.npy", views[0])
+    np.save(tmp_path / "y.npy", y - 1)
+    with pytest.warns(UserWarning, match=rf"y\.npy: label -1 \({np.sum(y == 0)} samples\) is read as a class of its "
+                                         "own; scikit-learn marks unlabelled samples with -1"):
+        np.testing.assert_array_equal(load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.npy")[1], y - 1)
+    np.savez(tmp_path / "d.npz", view0=views[0], y=y - 1)
+    with pytest.warns(UserWarning, match=r"d\.npz: y: label -1"):
+        load(tmp_path / "d.npz")
+    np.save(tmp_path / "y.npy", np.where(y % 2, 1, -1))  # -1 / +1: two classes, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.npy")
+
+
+@pytest.mark.parametrize("text, error", [
+    ('a,b\n"-1,646.54",2\n3,4\n', r"line 2: .*column 1\.\); it writes numbers with thousands separators "
+                                     r"\('-1,646\.54'\): write them without$"),
+    ("a,b,c\n1,2\n3,4,5\n", r"line 3: 3 fields where the lines before it have 2; every line needs as many fields as "
+                             r"the others\)$"),
+])
+def test_csv_hints_for_thousands_separators_and_ragged_rows(tmp_path, text, error):
+    """A quoted thousands separator in column 1 was said to be 'text, such as sample names'; ragged rows gave numpy's
+    advice to 'use `usecols`'."""
+    (tmp_path / "a.csv").write_text(text)
+    with pytest.raises(ValueError, match=r"a\.csv: not a numeric CSV file \(" + error):
+        load_view_files(tmp_path / "a.csv")
+
+
+@pytest.mark.parametrize("value, kind", [("inf", "infinite"), ("nan", "missing")])
+def test_csv_non_finite_values_are_named_by_file_line(tmp_path, value, kind):
+    """They were named by 0-based row (e.g. 'in rows [2]' for line 5, after a header and a comment)."""
+    (tmp_path / "a.csv").write_text(f"a,b\n# note\n1,2\n\n3,4\n5,{value}\n")
+    with pytest.raises(ValueError, match=rf"a\.csv: holds {kind} values \(e\.g\. line 6, column 2: {value}\); every "
+                                         "value must be a finite number"):
+        load_view_files(tmp_path / "a.csv")
+
+
 def test_csv_read_errors_name_the_file(tmp_path):
     """A binary file named .csv (here a .npy), or a latin-1 CSV, used to raise UnicodeDecodeError naming no file."""
     np.savetxt(tmp_path / "a.csv", np.ones((3, 2)), delimiter=",")
@@ -472,7 +565,8 @@ def test_empty_and_header_only_csv_files_are_named(tmp_path):
                          r"names, one per sample"),
     ("label\na\n", r"y\.csv: not a numeric CSV file \(line 2: .*\); labels are one column of class ids or names, "
                     r"one per sample"),  # 1 name for 3 samples
-    ("0\nnan\n1\n", r"y\.csv: holds missing values \(NaN, e\.g\. in rows \[1\]\); every sample needs a label"),
+    ("0\nnan\n1\n", r"y\.csv: holds missing values \(e\.g\. line 2, column 1: nan\); every value must be a finite "
+                   r"number"),
     ("0,1\n1,0\n2,2\n", r"y\.csv: has shape \(3, 2\), expected a vector \(labels are one column of class ids or "
                         r"names, one per sample\)"),
     ("0\n1.5\n1\n", r"y\.csv: holds non-integer values \(e\.g\. 1\.5 in row 1\); labels are integer class ids"),

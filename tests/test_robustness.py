@@ -80,6 +80,8 @@ BAD_INPUTS = {
     "zero-columns": (lambda v: [v[0], np.empty((N, 0))], {}, ["view 1", "zero features", f"({N}, 0)"]),
     "all-constant": (lambda v: [np.full((N, 4), 1.0), np.full((N, 5), 3.0)], {}, ["no view can separate 3"]),
     "1-d": (lambda v: [v[0], v[1][:, 0].copy()], {}, ["view 1", "1-D", "reshape"]),
+    # a Series was told to use X.reshape(-1, 1), which it does not have
+    "series": (lambda v: [v[0], pd.Series(v[1][:, 0])], {}, ["view 1", "is a pandas Series (1-D)", "X.to_frame()"]),
     "n_clusters=1": (lambda v: v, {"k": 1}, ["n_clusters=1", "2 <= n_clusters", f"n_samples={N}"]),
     "n_clusters=n": (lambda v: v, {"k": N}, [f"n_clusters={N}", f"< n_samples={N}"]),
     "n_neighbors=n": (lambda v: v, {"n_neighbors": N}, [f"n_neighbors={N}", f"n_neighbors < n_samples={N}"]),
