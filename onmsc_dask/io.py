@@ -514,6 +514,10 @@ def load_view_files(
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if y_path is not None and Path(y_path).suffix.lower() == ".npz":
         raise ValueError(f"{y_path}: labels go in a .npy or .csv file")
+    files = [Path(p).resolve() for p in paths]
+    again = [p for i, p in enumerate(paths) if files[i] in files[:i]]
+    if again:
+        user_warning(f"{again[0]}: given twice as a view; each copy is a view of its own, weighted as such")
     views = [_as_view(_read_view_file(Path(p)), i, Path(p)) for i, p in enumerate(paths)]
     counts = [view.shape[0] for view in views]
     extra = [Path(path) for path, rows in zip(paths, counts) if rows == min(counts) + 1]
@@ -605,7 +609,10 @@ def class_ids(names: np.ndarray, source: PathLike) -> np.ndarray:
     """Labels given as class names as ids 0..C-1 in the names' sorted order, with a warning giving that order."""
     classes, y = np.unique(np.asarray(names).astype(str), return_inverse=True)
     order = ", ".join(f"{name}={i}" for i, name in enumerate(classes[:10])) + (", ..." if len(classes) > 10 else "")
-    user_warning(f"{source}: class names read as labels 0..{len(classes) - 1} in sorted order ({order})")
+    alike = Counter(name.casefold() for name in classes)
+    cases = [repr(str(name)) for name in classes if alike[name.casefold()] > 1][:2]
+    user_warning(f"{source}: class names read as labels 0..{len(classes) - 1} in sorted order ({order})"
+                 + (f"; {' and '.join(cases)} differ only in case: two classes" if cases else ""))
     return y
 
 
@@ -732,8 +739,9 @@ def _increasing(fields: list[str]) -> bool:
 def _csv_hint(first: str, line: int, message: str) -> str:
     """What a CSV read error at `line` most likely means: another field separator, a comma ending every line, or
     missing values."""
-    if ";" in first or "\t" in first:
-        return f"; fields must be separated by commas (this file uses {'semicolons' if ';' in first else 'tabs'})"
+    if ";" in first or "\t" in first or "," not in first and len(first.split()) > 1:
+        used = "semicolons" if ";" in first else "tabs" if "\t" in first else "spaces"
+        return f"; fields must be separated by commas (this file uses {used})"
     if first.rstrip("\r\n").endswith(","):
         return "; its lines end with a comma (an empty last field)"
     if line == 1 and first.startswith(","):
@@ -742,7 +750,7 @@ def _csv_hint(first: str, line: int, message: str) -> str:
     found = re.search(r"could not convert string '([^']*)'", message)
     if found and re.fullmatch(r"\s*[+-]?\d{1,3}(,\d{3})+(\.\d*)?\s*", found[1]):
         return f"; it writes numbers with thousands separators ({found[1]!r}): write them without"
-    if line > 1 and found and found[1].strip().lower() in _ID_MARKS:
+    if found and found[1].strip().lower() in _ID_MARKS:
         return "; it holds missing values: impute them or drop their rows first"
     if line > 1 and found and re.search(r"column 1\b", message):
         return "; its first column holds text, such as sample names: remove it (rows are matched by position)"
@@ -752,6 +760,12 @@ def _csv_hint(first: str, line: int, message: str) -> str:
 def _read_csv(path: Path) -> np.ndarray:
     """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`)."""
     line, first, lines = 0, "", []  # lines: the file line of each data row
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        excel = re.fullmatch(r"\s*sep=(.)\s*", f.readline(), flags=re.IGNORECASE)  # Excel's separator line
+    if excel and excel[1] != ",":
+        raise ValueError(f"{path}: its first line {excel[0].strip()!r} (Excel's) says fields are separated by "
+                         f"{excel[1]!r}; CSV files are read comma-separated with decimal points: save it as "
+                         "'CSV (Comma delimited)' with '.' as the decimal separator")
 
     def numbered(rows: Iterator[tuple[int, str]]) -> Iterator[str]:  # the file line np.loadtxt is at, to name it
         nonlocal line
@@ -763,8 +777,10 @@ def _read_csv(path: Path) -> np.ndarray:
     try:
         with path.open(encoding="utf-8-sig") as f:
             rows = enumerate(f, 1)
-            (_, first), (_, second) = next(rows, (1, "")), next(rows, (2, ""))
-            head = [(1, first), (2, second)]
+            lead = next(rows, (1, ""))
+            lead = next(rows, (2, "")) if excel else lead
+            head = [lead, next(rows, (lead[0] + 1, ""))]
+            first, second = head[0][1], head[1][1]
             fields = [field.strip().strip('"') for field in first.split(",")]
             # pandas' index column: under an empty header field, or under its name before columns named 0, 1, ...
             named_index = (len(fields) > 2 and fields[0] != "" and not _is_number(fields[0])
@@ -781,14 +797,15 @@ def _read_csv(path: Path) -> np.ndarray:
             pandas_names = names == ["0", "1"] and not all(map(_is_integer, next_row))  # d >= 3: spacing below
             header = (numeric_names and (index or pandas_names or len(names) >= 3
                                          and not (next_step and np.isclose(next_step, step)))
-                      or any(name and not _is_number(name) for name in names))
+                      or any(name and not _is_number(name) and name.lower() not in _ID_MARKS for name in names))
+            shown = first.strip() if len(first.strip()) <= 80 else first.strip()[:76] + " ..."
             if header and numeric_names and not index:  # a sample could read 0, 1, 2, ... too
-                user_warning(f"{path}: first row {first.strip()} taken as column names (evenly spaced increasing "
+                user_warning(f"{path}: first row {shown} taken as column names (evenly spaced increasing "
                              "numbers, as pandas writes numeric column names, and the next row is not), not as a "
                              "sample")
             elif not header and len(names) >= 8 and _increasing(names) and not _increasing(next_row):  # < 1 / 8! by
                 # chance in a sample
-                user_warning(f"{path}: first row {first.strip()} read as a sample, though its values increase like "
+                user_warning(f"{path}: first row {shown} read as a sample, though its values increase like "
                              "numeric column names; if it is a header, make its names non-numeric (e.g. x400) or "
                              "remove it")
             with warnings.catch_warnings():

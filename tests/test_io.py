@@ -534,6 +534,48 @@ def test_csv_non_finite_values_are_named_by_file_line(tmp_path, value, kind):
         load_view_files(tmp_path / "a.csv")
 
 
+def test_csv_as_excel_numpy_and_wide_tables_write_it(tmp_path, dataset):
+    """A first row with NA was taken as a header (the sample lost, every label shifted by one); Excel's `sep=,`
+    line got 'its lines end with a comma', `sep=;` only 'semicolons'; np.savetxt's spaces got no hint; a header
+    of 3000 numbers was quoted whole in the warning."""
+    views, _ = dataset
+    rows = "".join(",".join(map(str, row[:3])) + "\n" for row in views[0][1:])
+    (tmp_path / "na.csv").write_text("0.5,NA,1.5\n" + rows)
+    with pytest.raises(ValueError, match=r"na\.csv: not a numeric CSV file \(line 1: could not convert string 'NA'.*; it "
+                                         r"holds missing values"):
+        load_view_files(tmp_path / "na.csv")
+    (tmp_path / "excel.csv").write_text("sep=,\na,b,c\n" + rows)
+    np.testing.assert_array_equal(load_view_files(tmp_path / "excel.csv")[0][0], views[0][1:, :3])
+    (tmp_path / "semi.csv").write_text("sep=;\na;b\n1,5;2\n")
+    with pytest.raises(ValueError, match=r"semi\.csv: its first line 'sep=;' \(Excel's\) says fields are separated by "
+                                         r"';'; CSV files are read comma-separated with decimal points"):
+        load_view_files(tmp_path / "semi.csv")
+    np.savetxt(tmp_path / "spaces.csv", views[0])
+    with pytest.raises(ValueError, match=r"fields must be separated by commas \(this file uses spaces\)$"):
+        load_view_files(tmp_path / "spaces.csv")
+    wide = np.arange(3 * 3000).reshape(3, 3000) % 7
+    (tmp_path / "wide.csv").write_text("".join(",".join(map(str, row)) + "\n" for row in [range(3000), *wide]))
+    with pytest.warns(UserWarning, match=r"wide\.csv: first row 0,1,2,.{50,80} \.\.\. taken as column names") as info:
+        np.testing.assert_array_equal(load_view_files(tmp_path / "wide.csv")[0][0], wide)
+    assert max(len(str(w.message)) for w in info) < 400
+
+
+def test_class_names_differing_in_case_and_a_view_file_given_twice_are_said(tmp_path, dataset):
+    """'Cat' and 'cat' became two classes (k one more) with only the sorted order to show it; a view file given twice
+    became two views without a word."""
+    views, y = dataset
+    np.save(tmp_path / "v.npy", views[0])
+    (tmp_path / "y.csv").write_text("".join(f"{['Cat', 'cat ', 'dog'][c]}\n" for c in y))
+    with pytest.warns(UserWarning) as info:
+        got, labels = load_view_files([tmp_path / "v.npy", tmp_path / "." / "v.npy"], y_path=tmp_path / "y.csv")
+    messages = [str(w.message) for w in info]
+    assert any(m.endswith("v.npy: given twice as a view; each copy is a view of its own, weighted as such")
+               for m in messages), messages
+    assert any(m.endswith("(Cat=0, cat=1, dog=2); 'Cat' and 'cat' differ only in case: two classes")
+               for m in messages), messages
+    assert len(got) == 2 and np.array_equal(labels, y)
+
+
 def test_csv_read_errors_name_the_file(tmp_path):
     """A binary file named .csv (here a .npy), or a latin-1 CSV, used to raise UnicodeDecodeError naming no file."""
     np.savetxt(tmp_path / "a.csv", np.ones((3, 2)), delimiter=",")
