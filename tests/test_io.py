@@ -541,8 +541,8 @@ def test_csv_as_excel_numpy_and_wide_tables_write_it(tmp_path, dataset):
     views, _ = dataset
     rows = "".join(",".join(map(str, row[:3])) + "\n" for row in views[0][1:])
     (tmp_path / "na.csv").write_text("0.5,NA,1.5\n" + rows)
-    with pytest.raises(ValueError, match=r"na\.csv: not a numeric CSV file \(line 1: could not convert string 'NA'.*; it "
-                                         r"holds missing values"):
+    with pytest.raises(ValueError, match=r"na\.csv: not a numeric CSV file \(line 1: could not convert string 'NA'.*; "
+                                         r"it holds missing values"):
         load_view_files(tmp_path / "na.csv")
     (tmp_path / "excel.csv").write_text("sep=,\na,b,c\n" + rows)
     np.testing.assert_array_equal(load_view_files(tmp_path / "excel.csv")[0][0], views[0][1:, :3])
