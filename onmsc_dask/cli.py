@@ -33,7 +33,7 @@ from typing import Any
 import dask
 import numpy as np
 
-from .cluster import SCHEDULER_CONFIG
+from .cluster import SCHEDULER_CONFIG, WorkersLost
 from .datasets import DATASETS
 from .outputs import RUN_FILES, labels_files, write_run_files
 from .progress import Progress, counted
@@ -581,6 +581,23 @@ def connect(address: str, timeout: float = SCHEDULER_TIMEOUT, log: Callable[[str
     return client
 
 
+def worker_failures() -> tuple[type[Exception], ...]:
+    """The errors of Dask workers that died under a task (distributed's KilledWorker, once it has killed
+    distributed.scheduler.allowed-failures + 1 workers) or were lost with data sent to them, every time
+    (WorkersLost); distributed is imported here, not with this module."""
+    from distributed.scheduler import KilledWorker
+
+    return KilledWorker, WorkersLost
+
+
+def failure_line(exc: BaseException) -> str:
+    """An error's one line (one_line), for KilledWorker with what kills a worker."""
+    if isinstance(exc, worker_failures()[0]):
+        return ("a task killed every Dask worker that ran it: a worker process dies when it runs out of memory "
+                f"(give the workers more) or crashes in native code, as its log says ({one_line(exc)})")
+    return one_line(exc)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (distributed's span several); an OSError of a file as "FILE: reason"."""
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
@@ -826,6 +843,9 @@ def main(argv: list[str] | None = None) -> int:
         except (CancelledError, ClosedClientError) as exc:  # distributed's, when the scheduler goes away mid-run
             print(f"onmsc-dask: error: the Dask cluster lost the computation ({one_line(exc)}); "
                   f"{_resume_hint(args, _restart(args, True))}", file=sys.stderr)
+            return EXIT_CLUSTER_LOST
+        except worker_failures() as exc:
+            print(f"onmsc-dask: error: {failure_line(exc)}; {_resume_hint(args)}", file=sys.stderr)
             return EXIT_CLUSTER_LOST
         except StoreOutOfReach as exc:
             from .location import unreachable

@@ -46,8 +46,9 @@ import dask.array as da
 import numpy as np
 import scipy.fft
 
-from onmsc_dask.cli import (Terminated, cluster_count, connect, one_line, out_dir, positive_int, quiet_client_log,
-                            recorded_warnings, seed_arg, sigterm_raises, versions, warnings_as_lines)
+from onmsc_dask.cli import (Terminated, cluster_count, connect, failure_line, one_line, out_dir, positive_int,
+                            quiet_client_log, recorded_warnings, seed_arg, sigterm_raises, versions, warnings_as_lines,
+                            worker_failures)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
 from onmsc_dask.progress import Progress, counted
@@ -521,13 +522,16 @@ if __name__ == "__main__":
         with warnings_as_lines("mnist60k"), sigterm_raises():
             main()
         gc.freeze()  # the exit then skips its garbage-collection passes over this run's objects (1.1-1.2 s)
-    except (ValueError, OSError, CancelledError) as exc:  # bad input, no scheduler, or it went away: one line
+    except (ValueError, OSError, CancelledError, *worker_failures()) as exc:  # bad input, no scheduler, it went
+        # away, or a task killed its workers: one line
         resume = ("; the same command resumes after the last finished stage (with --scheduler, once the scheduler and "
                   "its workers are restarted: `dask worker` exits with its scheduler)"
                   if isinstance(exc, CancelledError) else
                   "; free space, then the same command resumes after the last finished stage"
-                  if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) else "")
-        sys.exit(f"mnist60k: error: {one_line(exc)}{resume}")
+                  if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) else
+                  "; the same command resumes after the last finished stage"
+                  if isinstance(exc, worker_failures()) else "")
+        sys.exit(f"mnist60k: error: {failure_line(exc)}{resume}")
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (the views' child stopped with it): one line, as onmsc-dask
         terminated = isinstance(exc, Terminated)  # run's
         print(f"mnist60k: {'terminated (SIGTERM)' if terminated else 'interrupted'}; the store keeps the stages "

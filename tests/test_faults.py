@@ -251,6 +251,41 @@ def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cl
     np.testing.assert_array_equal(np.load(out / "labels.npy"), reference)
 
 
+class KillEvery(WorkerPlugin):
+    """SIGKILL the worker process (its nanny starts another) as it starts any task of function `name`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        if finish == "executing" and key_split(key) == self.name.lstrip("_"):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_task_that_kills_every_worker_is_one_line(tmp_path, one_worker, data, capsys):
+    """A task that kills each worker that runs it (out of memory, a crash in native code) ends, once distributed
+    gives up on it (KilledWorker), in one line saying so and how to resume, exit 1 (it was a KilledWorker
+    traceback)."""
+    path, _ = data
+    out = tmp_path / "out"
+    argv = ["run", "--data", str(path), "--out", str(out), "--scheduler", one_worker.address, "--embedding", "anchor",
+            "--n-landmarks", "60"]
+    with Client(one_worker.address, timeout="60s") as client:
+        client.register_plugin(KillEvery("_anchor_block"), name="kill-every")
+        try:
+            assert _main_in_thread(argv, 300) == 1
+        finally:
+            client.unregister_worker_plugin("kill-every")
+        client.wait_for_workers(1, timeout=120)
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("onmsc-dask: error: a task killed every Dask worker that ran it: a worker process dies "
+                              "when it runs out of memory (give the workers more) or crashes in native code, as its "
+                              "log says (Attempted to run task "), err
+    assert err[-1].endswith(f"{out / 'views.zarr'} keeps the finished stages (landmarks{EACH}); run the same command "
+                            "again to resume after the last of them"), err
+    assert not any("Traceback" in line for line in err)
+
+
 @pytest.mark.parametrize("moment", ["before-compute", "in-anchor-graph"])
 def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monkeypatch, capsys, moment):
     """The scheduler SIGKILLed before the fit's first computation (while the store is written) or as the
