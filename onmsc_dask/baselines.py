@@ -203,11 +203,16 @@ class LinearCombination(_GraphClustering):  # Eq. 5 with high-order Laplacians a
 
 class LabelPickedView(SingleBestView):
     """Reference only, NOT label-free: per-view spectral clustering as SB-SC, ``labels_`` of the view with the
-    highest accuracy against ``y`` (required)."""
+    highest accuracy against ``y`` (required, or the labels of a store given as ``views``)."""
 
     def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
+        if y is None and not isinstance(views, (list, tuple)):  # a store, its path or URL: its labels
+            from .store import view_inputs
+
+            y = getattr(view_inputs(views, view_names, storage_options)[0], "labels", None)
         if y is None:
-            raise ValueError("LabelPickedView picks its view with the labels: fit(views, y)")
+            raise ValueError("LabelPickedView picks its view with the labels: fit(views, y), or views a store that "
+                             "holds them")
         usable, names = self._usable(views, view_names, storage_options)
         y = _class_ids(y, usable[0].shape[0])  # before any view is clustered
         self._cluster_views(usable, names)

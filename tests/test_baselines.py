@@ -182,6 +182,12 @@ def test_baselines_take_a_store_its_path_or_url_and_view_names(digits, tmp_path)
             np.testing.assert_array_equal(make(K, random_state=0).fit(given).labels_, expected, err_msg=str(make))
     picked = LabelPickedView(K, random_state=0).fit(local, y)
     np.testing.assert_array_equal(picked.labels_, LabelPickedView(K, random_state=0).fit(views, y).labels_)
+    for given in (local, str(local.path), url):  # a store's own labels (it said it needs y)
+        np.testing.assert_array_equal(LabelPickedView(K, random_state=0).fit(given).labels_, picked.labels_)
+    unlabelled = MultiViewStore.create(tmp_path / "u.zarr", views)
+    with pytest.raises(ValueError, match=r"picks its view with the labels: fit\(views, y\), or views a store that holds "
+                                         "them"):
+        LabelPickedView(K, random_state=0).fit(unlabelled)
     bad = [views[0], np.where(np.arange(500)[:, None] == 7, np.nan, views[1])]
     for make in (AverageGraphSC, ConcatKMeans):
         with pytest.raises(ValueError, match=r"view 1 \('pixels'\): contains NaN"):
