@@ -247,11 +247,12 @@ def _check_values(ext: Extension, blocks, names: list[str] | None, first_row: in
                                  "0 or more")
 
 
-def _store_rows(path, ext: Extension, method: str, start: int, stop: int) -> np.ndarray:
-    """``method`` of rows start:stop of a store's views (one task: read and map a row chunk)."""
-    from .store import MultiViewStore
+def _store_rows(path, content_id: str | None, ext: Extension, method: str, start: int, stop: int) -> np.ndarray:
+    """``method`` of rows start:stop of a store's views (one task: read and map a row chunk; the store opened once
+    per process for its content `content_id`)."""
+    from .store import opened_once
 
-    store = MultiViewStore(path)
+    store = opened_once(path, content_id)
     blocks = [store.read_rows(p, start, stop) if ext.views[p] is not None else None for p in range(store.n_views)]
     _check_values(ext, blocks, store.view_names, start)
     return getattr(ext, method)(blocks)
@@ -263,7 +264,8 @@ def _map_store(ext: Extension, store, method: str) -> np.ndarray:
     import dask.array as da
 
     shared, width = scattered(ext), ext.to_embedding.shape[0]
-    return da.concatenate([da.from_delayed(dask.delayed(_store_rows, pure=True)(store.location, shared, method, s, e),
+    rows = dask.delayed(_store_rows, pure=True)
+    return da.concatenate([da.from_delayed(rows(store.location, store.content_id, shared, method, s, e),
                                            (e - s,) if method == "predict" else (e - s, width),
                                            np.int64 if method == "predict" else np.float64)
                            for s, e in store.row_chunks(0)]).compute()

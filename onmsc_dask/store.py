@@ -628,14 +628,18 @@ def image_view(metadata: dict, view_dims: Sequence[int], names: Sequence[str]) -
 def _stored_rows(path: Path | Location, content_id: str | None, p: int, start: int,
                  stop: int) -> np.ndarray | sp.csr_matrix:
     """Rows start:stop of view `p` of the store at `path` (a view_dask task; `content_id` names the content read)."""
-    return (MultiViewStore(path) if content_id is None else _opened(path, content_id)).read_rows(p, start, stop)
+    return opened_once(path, content_id).read_rows(p, start, stop)
+
+
+def opened_once(path: Path | Location, content_id: str | None) -> "MultiViewStore":
+    """The store at `path`, for a task reading its content `content_id`: opened once per process for all such tasks
+    (opening reads every view's metadata, and on an object store checks the bucket); a store written before
+    content_id existed is opened by each task."""
+    return MultiViewStore(path) if content_id is None else _opened(path, content_id)
 
 
 @functools.lru_cache(maxsize=8)
-def _opened(path: Path | Location, content_id: str | None) -> "MultiViewStore":
-    """The store at `path`, opened once per process for the chunk tasks of its content `content_id` (opening reads
-    every view's metadata, and on an object store checks the bucket); a store written before content_id existed is
-    opened by each task."""
+def _opened(path: Path | Location, content_id: str) -> "MultiViewStore":
     return MultiViewStore(path)
 
 

@@ -82,6 +82,25 @@ def test_numpy_sparse_dask_and_store_inputs_agree(anchor_fit, tmp_path):
         np.testing.assert_array_equal(X, Y)  # the input is not modified
 
 
+def test_a_store_is_opened_once_per_process_for_its_row_chunks(anchor_fit, tmp_path, monkeypatch):
+    """Each row chunk's task opened the store anew (every view's metadata read again; on an object store, the bucket
+    checked); now once per process for a store's content. A store written again at the same path is read anew."""
+    from onmsc_dask import store as store_module
+
+    model, views, _ = anchor_fit
+    new = [X[600:] for X in views]
+    store = MultiViewStore.create(tmp_path / "new.zarr", new, chunk_rows=10)
+    opened = []
+    init = MultiViewStore.__init__
+    monkeypatch.setattr(MultiViewStore, "__init__", lambda self, *a, **kw: opened.append(a) or init(self, *a, **kw))
+    store_module._opened.cache_clear()
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_array_equal(model.predict(store), model.predict(new))
+        assert len(opened) == 1, opened  # the tasks' one store; the caller's was opened before
+        MultiViewStore.create(tmp_path / "new.zarr", [X[::-1] for X in new], chunk_rows=10, overwrite=True)
+        np.testing.assert_array_equal(model.predict(str(tmp_path / "new.zarr")), model.predict(new)[::-1])
+
+
 def test_inputs_on_a_cluster_send_no_large_graph(anchor_fit, tmp_path):
     """The model (landmarks and maps) goes to the workers once, by scatter, not inside each task graph."""
     from distributed import Client, LocalCluster
