@@ -500,7 +500,8 @@ def load_view_files(
     pickle), a ``scipy.sparse.save_npz`` matrix (views only) or a numeric comma-separated UTF-8 .csv file. Errors
     name the views by ``names`` (default: view_file_names).
 
-    A .csv's first row is a header, and skipped, when it has a text field, or is evenly spaced increasing numbers
+    A .csv's first line ``sep=,`` (Excel's) is skipped. Its first row is a header, and skipped, when it has a text
+    field (not a missing-value mark such as NA: a sample with a missing value), or is evenly spaced increasing numbers
     (pandas' names 0, 1, ..., d-1 for unnamed columns, years, wavelengths) after an index column's empty name, or with
     d >= 3 when the second row is not spaced alike, or is 0, 1 over a second row that is not integers (with a warning;
     a first row 0, or 0, 1 over integers, e.g. labels or a one-hot sample, is data); uneven increasing numbers over
@@ -532,9 +533,10 @@ def load_view_files(
         if "could not convert string" not in str(exc):  # words where numbers go: class names
             raise
         y = _class_name_column(Path(y_path), n, exc)
-    if y.shape == (n + 1, 1) and Path(y_path).suffix.lower() == ".csv":  # e.g. pandas' Series name 0 over the ids
-        raise ValueError(f"{y_path}: has {n + 1} entries, expected {n}, one per sample; if line 1 ({y[0, 0]:g}) is a "
-                         "header (pandas writes 0 for an unnamed Series), name the column, e.g. "
+    first = _first_line(Path(y_path))
+    if y.shape == (n + 1, 1) and _is_number(first.strip('"')):  # e.g. pandas' Series name 0 over the ids
+        raise ValueError(f"{y_path}: has {n + 1} entries, expected {n}, one per sample; if its first line ({first}) is "
+                         "a header (pandas writes 0 for an unnamed Series), name the column, e.g. "
                          "y.to_csv(path, header=['label'], index=False), or remove it")
     with _hint("".join(_numeric_header_hint(Path(path)) for path in paths) if len(y) == n - 1 else ""):
         y = as_labels(class_ids(y, y_path) if y.dtype.kind in "USO" else y, n, name=str(y_path))
@@ -555,14 +557,25 @@ def _hint(hint: str) -> Iterator[None]:
 def _numeric_header_hint(path: Path) -> str:
     """For a file read with one row more than the other views or the labels: when it is a CSV whose first line is
     increasing numbers, the hint that it may be a header of numeric column names (not evenly spaced: read as data)."""
-    if path.suffix.lower() != ".csv":
-        return ""
-    with path.open(encoding="utf-8-sig") as f:
-        first = f.readline().strip()
+    first = _first_line(path)
     if not _increasing([field.strip().strip('"') for field in first.split(",")]):
         return ""
     return (f"; {path.name}'s first line ({first[:60]}) was read as a sample: if it names the columns, make the names "
             "non-numeric (e.g. x400) or remove it")
+
+
+def _first_line(path: Path) -> str:
+    """The first line of a CSV file, after Excel's sep= line ("" for another format)."""
+    if path.suffix.lower() != ".csv":
+        return ""
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        first = f.readline()
+        return (f.readline() if _excel_line(first) else first).strip()
+
+
+def _excel_line(line: str) -> re.Match | None:
+    """Excel's first line ``sep=X`` naming the field separator X, else None."""
+    return re.fullmatch(r"\s*sep=(.)\s*", line, flags=re.IGNORECASE)
 
 
 def unlabelled_mark(y: np.ndarray, source: str) -> np.ndarray:
@@ -581,9 +594,11 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
     import csv
 
     lines = path.read_text(encoding="utf-8-sig").splitlines()
+    skip = int(bool(lines) and _excel_line(lines[0]) is not None)  # Excel's sep=, line (sep=; is refused before)
+    written = len(lines) - skip
     while lines and not lines[-1].strip():
         lines.pop()
-    rows = list(csv.reader(lines))
+    rows = list(csv.reader(lines[skip:]))
     if all(len(row) == 2 for row in rows) and any([row[0].strip() for row in rows[-n_samples:]] == list(map(str, ids))
                                                   for ids in (range(n_samples), range(1, n_samples + 1))):
         rows = [row[1:] for row in rows]  # pandas' Series.to_csv(): the index, then the names
@@ -591,17 +606,20 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples
     names = [row[0].strip() if row else "" for row in rows[start:]]
-    counts = Counter(names)
-    if not start and counts[names[0]] == 1 and min(counts.values()) == 1 == sum(c == 1 for c in counts.values()):
-        raise ValueError(f"{path}: line 1 ({names[0]!r}) is the only class of one sample, as a header would be, and "
-                         f"the file holds {n_samples} lines for {n_samples} samples: if line 1 is a header, a label is "
-                         "missing (if it is a label, give the labels as a .npy file)")
     ids = all(_is_number(name) or name.lower() in _ID_MARKS for name in names)
     missing = [i for i, name in enumerate(names) if (not _is_number(name) if ids else name in _MISSING)]
     if missing:
-        raise ValueError(f"{path}: holds missing labels (e.g. on line {start + missing[0] + 1}"
+        raise ValueError(f"{path}: holds missing labels (e.g. on line {skip + start + missing[0] + 1}"
                          f"{': ' + repr(names[missing[0]]) if names[missing[0]] else ', empty'}); every sample needs "
                          "a label (a class of that name: rename it, or give the labels as ids)")
+    counts = Counter(names)
+    if not ids and not start and counts[names[0]] == 1 == sum(count == 1 for count in counts.values()):
+        said = (f"{path}: line {skip + 1} ({names[0]!r}) is the only class of one sample, as a header would be: if it "
+                "is a header, a label is missing and every label after it is read one line early")
+        if written > n_samples:  # and the last line is empty: a header, and the last label missing
+            raise ValueError(f"{said} (the file's last line is empty; if line {skip + 1} is a label, remove that "
+                             "line)")
+        user_warning(said)
     return np.array([float(name) for name in names]) if ids else np.array(names)  # ids: all numbers once none missing
 
 
@@ -695,6 +713,8 @@ def _numpy_read_error(path: Path, exc: Exception, kind: str) -> ValueError:
 
 #: how CSV writers mark a missing value (pandas' default NA marks, as case-sensitive: R's NA is one of them)
 _MISSING = ("", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A", "#NA")
+#: the marks that are no column name in a first row of numbers (a sample with missing values): pandas' and UCI's ?, -
+_NOT_NAMES = frozenset((*_MISSING, "?", "-"))
 #: the marks among numbers, in any case, and also ? (UCI's) and -: no number reads so
 _ID_MARKS = frozenset(mark.lower() for mark in (*_MISSING, "?", "-"))
 
@@ -739,7 +759,8 @@ def _increasing(fields: list[str]) -> bool:
 def _csv_hint(first: str, line: int, message: str) -> str:
     """What a CSV read error at `line` most likely means: another field separator, a comma ending every line, or
     missing values."""
-    if ";" in first or "\t" in first or "," not in first and len(first.split()) > 1:
+    spaced = "," not in first and len(first.split()) > 1 and all(map(_is_number, first.split()))  # np.savetxt's
+    if ";" in first or "\t" in first or spaced:
         used = "semicolons" if ";" in first else "tabs" if "\t" in first else "spaces"
         return f"; fields must be separated by commas (this file uses {used})"
     if first.rstrip("\r\n").endswith(","):
@@ -761,7 +782,7 @@ def _read_csv(path: Path) -> np.ndarray:
     """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`)."""
     line, first, lines = 0, "", []  # lines: the file line of each data row
     with path.open(encoding="utf-8-sig", errors="replace") as f:
-        excel = re.fullmatch(r"\s*sep=(.)\s*", f.readline(), flags=re.IGNORECASE)  # Excel's separator line
+        excel = _excel_line(f.readline())
     if excel and excel[1] != ",":
         raise ValueError(f"{path}: its first line {excel[0].strip()!r} (Excel's) says fields are separated by "
                          f"{excel[1]!r}; CSV files are read comma-separated with decimal points: save it as "
@@ -797,7 +818,7 @@ def _read_csv(path: Path) -> np.ndarray:
             pandas_names = names == ["0", "1"] and not all(map(_is_integer, next_row))  # d >= 3: spacing below
             header = (numeric_names and (index or pandas_names or len(names) >= 3
                                          and not (next_step and np.isclose(next_step, step)))
-                      or any(name and not _is_number(name) and name.lower() not in _ID_MARKS for name in names))
+                      or any(name and not _is_number(name) and name not in _NOT_NAMES for name in names))
             shown = first.strip() if len(first.strip()) <= 80 else first.strip()[:76] + " ..."
             if header and numeric_names and not index:  # a sample could read 0, 1, 2, ... too
                 user_warning(f"{path}: first row {shown} taken as column names (evenly spaced increasing "
