@@ -474,8 +474,8 @@ def test_labels_file_of_ids_under_pandas_header_0_says_what_line_1_is(tmp_path, 
     np.save(tmp_path / "v.npy", views[0])
     (tmp_path / "y.csv").write_text("0\n" + "".join(f"{c}\n" for c in y))
     with pytest.raises(ValueError, match=rf"y\.csv: has {len(y) + 1} entries, expected {len(y)}, one per sample; if "
-                                         r"its first line \(0\) is a header \(pandas writes 0 for an unnamed Series\), name "
-                                         r"the column"):
+                                         r"its first line \(0\) is a header \(pandas writes 0 for an unnamed Series\), "
+                                         r"name the column"):
         load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")
     (tmp_path / "y.csv").write_text("label\n0\n" + "".join(f"{c}\n" for c in y))  # a header, and one id too many
     with pytest.raises(ValueError, match=rf"y\.csv: has {len(y) + 1} entries, expected {len(y)}, one per sample$"):
