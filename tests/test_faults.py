@@ -153,6 +153,12 @@ def _in_thread(call, limit: float = 150.0):
     return out["value"]
 
 
+def _anchor_run(data: Path, out: Path, scheduler: str) -> list[str]:
+    """The arguments of an anchor run of `data` into `out` on the cluster at `scheduler`."""
+    return ["run", "--data", str(data), "--out", str(out), "--scheduler", scheduler, "--embedding", "anchor",
+            "--n-landmarks", "60"]
+
+
 def _main_in_thread(argv: list[str], limit: float = 150.0) -> int:
     """main(argv) (onmsc-dask run) in a thread, as _in_thread."""
     return _in_thread(lambda: main(argv), limit)
@@ -231,8 +237,7 @@ def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cl
     monkeypatch.setattr(supervision, "NO_WORKER_TIMEOUT", 2.0)
     path, reference = data
     out = tmp_path / "out"
-    argv = ["run", "--data", str(path), "--out", str(out), "--scheduler", cluster.address, "--embedding", "anchor",
-            "--n-landmarks", "60"]
+    argv = _anchor_run(path, out, cluster.address)
     with Client(cluster.address, timeout="60s") as client:
         client.register_plugin(KillPids("_anchor_block"), name="kill-all")
         assert _main_in_thread(argv) == 1
@@ -268,8 +273,7 @@ def test_a_task_that_kills_every_worker_is_one_line(tmp_path, one_worker, data, 
     traceback)."""
     path, _ = data
     out = tmp_path / "out"
-    argv = ["run", "--data", str(path), "--out", str(out), "--scheduler", one_worker.address, "--embedding", "anchor",
-            "--n-landmarks", "60"]
+    argv = _anchor_run(path, out, one_worker.address)
     with Client(one_worker.address, timeout="60s") as client:
         client.register_plugin(KillEvery("_anchor_block"), name="kill-every")
         try:
@@ -307,8 +311,7 @@ def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monke
     else:
         with Client(cluster.address, timeout="60s") as client:
             client.register_plugin(KillPids("_anchor_block", [cluster.scheduler.pid]), name="kill-scheduler")
-    assert _main_in_thread(["run", "--data", str(path), "--out", str(out), "--scheduler", cluster.address,
-                            "--embedding", "anchor", "--n-landmarks", "60"]) == 1
+    assert _main_in_thread(_anchor_run(path, out, cluster.address)) == 1
     err = capsys.readouterr().err.splitlines()
     restart = (f"restart the Dask scheduler ({cluster.address}) and its workers (`dask worker` exits with its "
                "scheduler), then run the same command again")
