@@ -20,7 +20,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.utils import key_split
 from sklearn.datasets import load_digits
 
-from clusters import Cluster
+from clusters import Cluster, KillEvery
 
 from onmsc_dask import outofcore, supervision
 from onmsc_dask.cli import main
@@ -254,17 +254,6 @@ def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cl
     assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks{EACH})" in err
     assert "stage 1/5 landmarks read from the store (resumed)" in err and "stage 2/5 anchor_graph computed" in err
     np.testing.assert_array_equal(np.load(out / "labels.npy"), reference)
-
-
-class KillEvery(WorkerPlugin):
-    """SIGKILL the worker process (its nanny starts another) as it starts any task of function `name`."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def transition(self, key, start, finish, **kwargs) -> None:
-        if finish == "executing" and key_split(key) == self.name.lstrip("_"):
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_task_that_kills_every_worker_is_one_line(tmp_path, one_worker, data, capsys):

@@ -441,6 +441,35 @@ def test_a_damaged_view_chunk_is_one_line_without_the_worker_s_log(tmp_path):
                            "a chunk file is corrupt or truncated"), done.stderr
 
 
+def test_a_task_that_kills_every_worker_is_one_line(tmp_path):
+    """A task that kills each worker that runs it (out of memory, a crash in native code): once distributed gives up
+    on it (KilledWorker), one line saying so and how to resume, exit 1 (it was a KilledWorker traceback)."""
+    import subprocess
+    import sys
+
+    from distributed import Client
+
+    from clusters import Cluster, KillEvery
+
+    data, out = mnist_dir(tmp_path / "data"), tmp_path / "out"
+    cluster = Cluster(tmp_path, 1)
+    try:
+        with Client(cluster.address, timeout="60s") as client:
+            client.wait_for_workers(1, timeout=120)
+            client.register_plugin(KillEvery("_anchor_block"), name="kill-every")
+            done = subprocess.run([sys.executable, str(ROOT / "pipelines" / "mnist60k.py"), "--data-dir", str(data),
+                                   "--out", str(out), "--scheduler", cluster.address, "--quiet", *ARGS],
+                                  capture_output=True, text=True, timeout=300)
+    finally:
+        cluster.stop()
+    assert done.returncode == 1, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("[")]
+    assert line.startswith("mnist60k: error: a task killed every Dask worker that ran it: a worker process dies when "
+                           "it runs out of memory (give the workers more) or crashes in native code, as its log says "
+                           "(Attempted to run task "), done.stderr
+    assert line.endswith("; the same command resumes after the last finished stage"), done.stderr
+
+
 def test_a_refused_store_in_the_forked_build_is_one_line_and_exit_1(tmp_path):
     """A views.zarr in --out that the pipeline did not write, refused by the forked child that builds the views: the
     command printed nothing and exited 0 (SystemExit, pickled back once distributed is imported, lost its code)."""
