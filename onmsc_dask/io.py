@@ -364,13 +364,15 @@ def idx_shape(path: PathLike) -> tuple[int, ...]:
         raise ValueError(f"{path}: corrupt or truncated IDX file ({exc})") from exc
 
 
-def read_idx(path: PathLike) -> np.ndarray:
-    """Read one IDX file (MNIST format, optionally gzip-compressed) into a native-endian array."""
+def read_idx(path: PathLike, ndim: int | None = None) -> np.ndarray:
+    """Read one IDX file (MNIST format, optionally gzip-compressed) into a native-endian array, of `ndim` dimensions
+    if given (checked from the header)."""
     path = Path(path)
     handle = _open_idx(path)
     try:
         with handle as f:
             dtype, dims = _idx_header(f, path)
+            _check_idx_dims(path, dims, ndim)
             size = math.prod(dims) * dtype.itemsize
             payload = _read_at_most(f, size)
             trailing = f.read(1)
@@ -385,6 +387,17 @@ def read_idx(path: PathLike) -> np.ndarray:
     return np.frombuffer(payload, dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
+#: what an MNIST directory's IDX files of each number of dimensions hold
+_IDX_KINDS = {1: "labels (n)", 3: "images (n, rows, cols)"}
+
+
+def _check_idx_dims(path: Path, dims: tuple[int, ...], ndim: int | None) -> None:
+    """An IDX file's dimensions `dims` (from its header), checked to be `ndim` many."""
+    if ndim is not None and len(dims) != ndim:
+        raise ValueError(f"{path}: its header gives {len(dims)}-D data {dims}, expected {_IDX_KINDS[ndim]} (the "
+                         f"magic number's last byte is the number of dimensions)")
+
+
 def load_mnist_dir(
     directory: PathLike, split: str = "train"
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -394,20 +407,21 @@ def load_mnist_dir(
     split being "train" or "t10k" (alias "test").
     """
     images_path, labels_path = _split_files(Path(directory), split)
-    images = read_idx(images_path)
-    if images.ndim != 3:
-        raise ValueError(f"{images_path}: has shape {images.shape}, expected (n, rows, cols)")
+    images = read_idx(images_path, 3)
     if labels_path is None:
         return images, None
-    return images, as_labels(read_idx(labels_path), len(images), name=str(labels_path))
+    return images, as_labels(read_idx(labels_path, 1), len(images), name=str(labels_path))
 
 
 def mnist_size(directory: PathLike, split: str = "train") -> tuple[int, np.ndarray | None]:
     """The number of images of a split of an MNIST-style directory (from its header) and its labels (None if no
     labels file): what checks a run's parameters before its images are read."""
     images, labels = _split_files(Path(directory), split)
-    n = idx_shape(images)[0]
-    return n, None if labels is None else as_labels(read_idx(labels), n, name=str(labels))
+    dims = idx_shape(images)
+    _check_idx_dims(images, dims, 3)
+    if not dims[0]:
+        raise ValueError(f"{images}: holds no images (its header gives dims {dims})")
+    return dims[0], None if labels is None else as_labels(read_idx(labels, 1), dims[0], name=str(labels))
 
 
 def _default_split(splits: set[str]) -> str:

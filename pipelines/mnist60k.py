@@ -148,6 +148,9 @@ def check_parameters(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         if y is None:
             parser.error("the images have no labels, so the number of clusters is unknown; pass --n-clusters")
         args.n_clusters = len(np.unique(y[:n]))
+        if args.n_clusters < 2:
+            parser.error(f"the labels of the {n} images hold one class, so the number of clusters is unknown; pass "
+                         "--n-clusters")
     check_n_clusters(args.n_clusters, n)
     check_landmarks(args.n_landmarks, None, args.n_clusters, n, check_n_components(args.n_components,
                                                                                    args.n_clusters, n))
@@ -170,8 +173,9 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
         if old is not None and {key: v for key, v in old.items() if key != "image_shape"} == meta:
             return MultiViewStore(path)
         if old is None or old.get("views") != list(VIEW_NAMES):
-            raise ValueError(f"{path} exists and is not a store this pipeline wrote; refusing to overwrite it (pass "
-                             "another --store or --out)")
+            raise ValueError(f"{path} exists and is not a store this pipeline wrote, or its metadata is damaged; "
+                             "refusing to overwrite it (delete it if this pipeline wrote it, or pass another --store or "
+                             "--out)")
     images, y = load_mnist_dir(data_dir, split)
     if images.dtype != np.uint8 or min(images.shape[1:]) < 2 * HOG_CELL:
         raise ValueError(f"{data_dir}: {split} images of {images.dtype} and {images.shape[1]} x {images.shape[2]} "
@@ -383,6 +387,19 @@ def page(store: MultiViewStore, result: Any, report: dict) -> Any:
                       facts=facts, random_state=report["random_state"], left_out_views=list(result.left_out_views))
 
 
+def memory_size(text: str) -> str:
+    """argparse type: a memory size as Dask reads it (4GiB, 2e9, ...), more than 0."""
+    from dask.utils import parse_bytes
+
+    try:
+        size = parse_bytes(text)
+    except (ValueError, TypeError):
+        size = 0
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"must be a memory size such as 4GiB or 2e9, got {text!r}")
+    return text
+
+
 class Deprecated(argparse.Action):
     """An old flag name: stored under the new one's dest, with a note on stderr."""
 
@@ -412,7 +429,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--processes", action="store_true",
                         help="LocalCluster workers as processes (default: threads of this process, which start "
                              "faster and pickle nothing)")
-    parser.add_argument("--memory-limit", help=f"memory per worker process, with --processes (default: {MEMORY_LIMIT})")
+    parser.add_argument("--memory-limit", type=memory_size, help=f"memory per worker process, with --processes (default: {MEMORY_LIMIT})")
     parser.add_argument("--n-clusters", type=cluster_count, help="k (default: the number of distinct labels)")
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -483,8 +484,9 @@ def test_a_refused_store_in_the_forked_build_is_one_line_and_exit_1(tmp_path):
                            str(out), "--quiet", *ARGS], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if not line.startswith("[")]
-    assert line == (f"mnist60k: error: {out / 'views.zarr'} exists and is not a store this pipeline wrote; refusing "
-                    "to overwrite it (pass another --store or --out)"), done.stderr
+    assert line == (f"mnist60k: error: {out / 'views.zarr'} exists and is not a store this pipeline wrote, or its "
+                    "metadata is damaged; refusing to overwrite it (delete it if this pipeline wrote it, or pass "
+                    "another --store or --out)"), done.stderr
     assert (out / "views.zarr" / "mine.txt").read_text() == "mine"
 
 
@@ -512,6 +514,33 @@ def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, 
         mnist60k.main(["--data-dir", str(unlabelled), "--out", str(out), "--scheduler", address, "--limit", "200"])
     assert "the images have no labels, so the number of clusters is unknown" in capsys.readouterr().err
     assert not (out / "views.zarr").exists()
+    # these said "n_clusters=1 must satisfy ..." (a flag not given), "could not interpret 'banana' as a byte unit"
+    # after the store was built, and, for a file of other dimensions, "truncated IDX file" or "data beyond"
+    one_class = mnist_dir(tmp_path / "one")
+    write_idx(one_class / "train-labels-idx1-ubyte", np.zeros(N, np.uint8))
+    for bad, said in [(["--data-dir", str(one_class), "--limit", "200"],
+                       "the labels of the 200 images hold one class, so the number of clusters is unknown; pass "
+                       "--n-clusters"),
+                      ([*ARGS, "--processes", "--memory-limit", "banana"],
+                       "argument --memory-limit: must be a memory size such as 4GiB or 2e9, got 'banana'")]:
+        with pytest.raises(SystemExit):
+            mnist60k.main(["--data-dir", str(data), "--out", str(out), "--scheduler", address, *bad])
+        assert said in capsys.readouterr().err
+        assert not (out / "views.zarr").exists()
+    images = read_idx(data / "train-images-idx3-ubyte.gz")
+    for name, array, kind in [("train-labels-idx1-ubyte", images[:, :2, :2], "labels (n)"),
+                              ("train-images-idx3-ubyte.gz", images.reshape(N, -1), "images (n, rows, cols)")]:
+        bad = mnist_dir(tmp_path / f"dims-{kind[0]}")
+        write_idx(bad / name, array)
+        with pytest.raises(ValueError, match=rf"{name}: its header gives {array.ndim}-D data \({array.shape[0]}, .*\), "
+                                             rf"expected {re.escape(kind)} \(the magic number's last byte is the number "
+                                             "of dimensions\)"):
+            mnist60k.main(["--data-dir", str(bad), "--out", str(out), "--scheduler", address, *ARGS])
+        assert not (out / "views.zarr").exists()
+    write_idx(one_class / "train-images-idx3-ubyte.gz", images[:0])
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz: holds no images \(its header gives dims "
+                                         r"\(0, 28, 28\)\)"):
+        mnist60k.main(["--data-dir", str(one_class), "--out", str(out), "--scheduler", address, *ARGS])
 
 
 def test_warnings_are_one_line_and_the_report_names_the_weights(tmp_path):
