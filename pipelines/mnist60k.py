@@ -174,8 +174,8 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
             return MultiViewStore(path)
         if old is None or old.get("views") != list(VIEW_NAMES):
             raise ValueError(f"{path} exists and is not a store this pipeline wrote, or its metadata is damaged; "
-                             "refusing to overwrite it (delete it if this pipeline wrote it, or pass another --store or "
-                             "--out)")
+                             "refusing to overwrite it (delete it if this pipeline wrote it, or pass another --store "
+                             "or --out)")
     images, y = load_mnist_dir(data_dir, split)
     if images.dtype != np.uint8 or min(images.shape[1:]) < 2 * HOG_CELL:
         raise ValueError(f"{data_dir}: {split} images of {images.dtype} and {images.shape[1]} x {images.shape[2]} "
@@ -429,7 +429,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--processes", action="store_true",
                         help="LocalCluster workers as processes (default: threads of this process, which start "
                              "faster and pickle nothing)")
-    parser.add_argument("--memory-limit", type=memory_size, help=f"memory per worker process, with --processes (default: {MEMORY_LIMIT})")
+    parser.add_argument("--memory-limit", type=memory_size,
+                        help=f"memory per worker process, with --processes (default: {MEMORY_LIMIT})")
     parser.add_argument("--n-clusters", type=cluster_count, help="k (default: the number of distinct labels)")
     parser.add_argument("--n-landmarks", type=positive_int, default=1000, help="anchors m (default: 1000)")
     parser.add_argument("--order", type=positive_int, default=2, help="largest Laplacian order O (default: 2)")

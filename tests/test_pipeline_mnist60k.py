@@ -533,8 +533,8 @@ def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, 
         bad = mnist_dir(tmp_path / f"dims-{kind[0]}")
         write_idx(bad / name, array)
         with pytest.raises(ValueError, match=rf"{name}: its header gives {array.ndim}-D data \({array.shape[0]}, .*\), "
-                                             rf"expected {re.escape(kind)} \(the magic number's last byte is the number "
-                                             "of dimensions\)"):
+                                             rf"expected {re.escape(kind)} \(the magic number's last byte is the "
+                                             r"number of dimensions\)"):
             mnist60k.main(["--data-dir", str(bad), "--out", str(out), "--scheduler", address, *ARGS])
         assert not (out / "views.zarr").exists()
     write_idx(one_class / "train-images-idx3-ubyte.gz", images[:0])
