@@ -23,6 +23,7 @@ from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_compo
 from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
 from .progress import counted
 from .selection import distortion, fuse, score_rows
+from .store import unchanged_store
 from .validation import (ConstantViewError, check_bool, check_int, check_lambda, check_landmarks,
                          check_n_clusters, check_n_components, check_n_distinct, check_n_neighbors, check_same_rows,
                          check_seed, check_tol, check_view, clear_fitted, column_names, constant_view_message,
@@ -455,7 +456,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
         def attempt() -> ONMSC:
             try:
-                self._fit_views(views, view_names, storage_options, random_state, t0, report)
+                with unchanged_store(views, storage_options):
+                    self._fit_views(views, view_names, storage_options, random_state, t0, report)
                 return self
             except BaseException:
                 clear_fitted(self)  # a failed fit leaves no fitted attributes behind

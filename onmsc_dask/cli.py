@@ -907,14 +907,16 @@ def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:
     where = url or args.out / "views.zarr"
     again = f"{restart}run the same command again"
     try:
-        kept, damaged = _finished(MultiViewStore(where, args.storage_options if url else None))
+        store = MultiViewStore(where, args.storage_options if url else None)
+        kept, damaged = _finished(store)
     except (ValueError, OSError, KeyError):  # no store yet (or not a whole one), or a URL store out of reach
         return f"{url} keeps the stages finished before; {again} to resume after them" if url else \
             f"nothing was kept; {again}"
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM while the stages are listed
         return f"{where} may keep finished stages; {again} to resume after them"
-    if not kept:
-        return f"{where} is kept (no stage finished); {again} to reuse it"
+    if not kept or _solver(args, store.n_samples) != "anchor":  # an in-memory run resumes no stage
+        return f"{where} is kept (no stage finished); {again} to reuse it" if not kept else \
+            f"{where} is kept; {again} to reuse it (an in-memory run computes every stage again)"
     return f"{where} keeps the finished stages ({_stages_text(kept, damaged)}); {again} to resume after the last of them"
 
 

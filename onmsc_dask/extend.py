@@ -280,7 +280,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
     import dask.array as da
 
     from .location import Location
-    from .store import MultiViewStore
+    from .store import MultiViewStore, unchanged_store
 
     width = ext.to_embedding.shape[0]
     if isinstance(views, (str, os.PathLike, Location)):
@@ -290,8 +290,9 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
             raise ValueError(f"store {views.path} holds the fitted views in another order ({list(views.view_names)}, "
                              f"fitted as {list(names)}); views are matched by position: write them in the fit's order")
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
-        return again_on_lost_data(partial(_map_store, ext, views, method), method,
-                                  f"call {method} again once the cluster is steady")
+        with unchanged_store(views):
+            return again_on_lost_data(partial(_map_store, ext, views, method), method,
+                                      f"call {method} again once the cluster is steady")
     views = view_list(views, names)
     check_column_names(views, feature_names, names)  # of pandas tables, before they become arrays
     views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)

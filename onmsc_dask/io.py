@@ -392,10 +392,11 @@ _IDX_KINDS = {1: "labels (n)", 3: "images (n, rows, cols)"}
 
 
 def _check_idx_dims(path: Path, dims: tuple[int, ...], ndim: int | None) -> None:
-    """An IDX file's dimensions `dims` (from its header), checked to be `ndim` many."""
-    if ndim is not None and len(dims) != ndim:
-        raise ValueError(f"{path}: its header gives {len(dims)}-D data {dims}, expected {_IDX_KINDS[ndim]} (the "
-                         f"magic number's last byte is the number of dimensions)")
+    """An IDX file's dimensions `dims` (from its header), checked to be `ndim` many (a vector may be one column)."""
+    if ndim is not None and len(dims) != ndim and not (ndim == 1 and len(dims) == 2 and dims[1] == 1):
+        raise ValueError(f"{path}: its header gives {len(dims)}-D data {dims}, expected "
+                         f"{_IDX_KINDS.get(ndim, f'{ndim}-D data')} (the magic number's last byte is the number of "
+                         "dimensions)")
 
 
 def load_mnist_dir(

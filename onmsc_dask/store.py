@@ -23,8 +23,9 @@ import shutil
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import dask
 import dask.array as da
@@ -135,7 +136,9 @@ class MultiViewStore:
             self._root = _open_group(self.path, "r")
             attrs = self._root.attrs.asdict()
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            unreadable = str(exc)
+            unreadable = ("nothing is stored there (check the URL)"  # not zarr's "No group found in store ..."
+                          if isinstance(exc, zarr.errors.GroupNotFoundError) and isinstance(self.path, Location)
+                          and not _exists(self.path) else str(exc))
         else:
             unreadable = None
         if unreadable is not None:  # raised outside the except: with zarr's GroupNotFoundError as its context, a
@@ -629,6 +632,44 @@ def _stored_rows(path: Path | Location, content_id: str | None, p: int, start: i
                  stop: int) -> np.ndarray | sp.csr_matrix:
     """Rows start:stop of view `p` of the store at `path` (a view_dask task; `content_id` names the content read)."""
     return opened_once(path, content_id).read_rows(p, start, stop)
+
+
+def _exists(where: Path | Location) -> bool:
+    """Whether anything is stored at `where` (True when that cannot be told: the error said is the reader's)."""
+    try:
+        return where.exists()
+    except Exception:  # noqa: BLE001 - fsspec's file systems raise their own types
+        return True
+
+
+@contextmanager
+def unchanged_store(views, storage_options: dict | None = None) -> Iterator[None]:
+    """A fit or predict of `views` meanwhile, checked to have read one content when they are a store (or its path or
+    URL): a store written again since it was opened (its content_id changed, or it is unreadable after the run) is a
+    ValueError saying so, also in place of the run's own error (a chunk missing while it was replaced); a store
+    written before content_id existed is not checked."""
+    if not isinstance(views, (str, os.PathLike, Location, MultiViewStore)):
+        yield
+        return
+    store = views if isinstance(views, MultiViewStore) else MultiViewStore(views, storage_options)
+    before = store.content_id
+
+    def replaced() -> bool:
+        try:
+            return MultiViewStore(store.location).content_id != before
+        except ValueError:  # unreadable now: being written (else removed: the fit's own error says it)
+            return _exists(store.path)
+
+    said = (f"store {store.location}: written again (MultiViewStore.create over it) since it was opened or while "
+            "it was read; run again on the store as it is now (open it again), once it is written")
+    try:
+        yield
+    except Exception as exc:
+        if before is not None and replaced():
+            raise ValueError(said) from exc
+        raise
+    if before is not None and replaced():
+        raise ValueError(said)
 
 
 def opened_once(path: Path | Location, content_id: str | None) -> "MultiViewStore":

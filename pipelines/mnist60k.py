@@ -388,15 +388,20 @@ def page(store: MultiViewStore, result: Any, report: dict) -> Any:
 
 
 def memory_size(text: str) -> str:
-    """argparse type: a memory size as Dask reads it (4GiB, 2e9, ...), more than 0."""
+    """argparse type: a worker's memory limit as Dask reads it: a size (4GiB, 2e9), a share of the machine's memory
+    (0.5; 1 all of it, 0 no limit) or auto."""
     from dask.utils import parse_bytes
 
     try:
-        size = parse_bytes(text)
-    except (ValueError, TypeError):
-        size = 0
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"must be a memory size such as 4GiB or 2e9, got {text!r}")
+        size = -1.0 if text.strip().lower() == "nan" else float(text) if text != "auto" else 0.0
+    except ValueError:
+        try:
+            size = parse_bytes(text)
+        except (ValueError, TypeError):
+            size = -1.0
+    if size < 0:
+        raise argparse.ArgumentTypeError(f"must be a memory size such as 4GiB or 2e9, a share of the memory such as "
+                                         f"0.5, or auto, got {text!r}")
     return text
 
 

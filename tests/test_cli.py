@@ -796,7 +796,7 @@ def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
     views, y = _blobs(5)
     url = "memory://resume-hint/views.zarr"
     store = MultiViewStore.create(url, views, y)
-    args = build_parser().parse_args(["run", "--data", url, "--out", str(tmp_path / "out")])
+    args = build_parser().parse_args(["run", "--data", url, "--out", str(tmp_path / "out"), "--embedding", "anchor"])
     assert _resume_hint(args) == f"{url} is kept (no stage finished); run the same command again to reuse it"
     store.write_result("landmarks", "L0", np.zeros(2), {})
     store.mark_complete("landmarks")
@@ -808,6 +808,10 @@ def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
     store.write_result("view_graphs", "G", np.zeros(2), {})  # a kNN run's: nothing resumes after it (it was listed)
     store.mark_complete("view_graphs")
     assert _resume_hint(args).startswith(f"{url} keeps the finished stages (landmarks{E}); ")
+    for solver in ("exact", "auto"):  # in memory (auto: 15 samples): no stage resumes (it listed the anchor stages)
+        exact = build_parser().parse_args(["run", "--data", url, "--out", str(tmp_path / "out"), "--embedding", solver])
+        assert _resume_hint(exact) == (f"{url} is kept; run the same command again to reuse it (an in-memory run "
+                                       "computes every stage again)")
     local = build_parser().parse_args(["run", "--out", str(tmp_path / "out")])
     assert _resume_hint(local) == "nothing was kept; run the same command again"
 

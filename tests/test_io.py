@@ -242,6 +242,19 @@ def test_idx_shape_reads_the_header_only_and_a_missing_file_stays_missing(tmp_pa
             read(tmp_path / "missing.idx")
 
 
+def test_idx_dimensions_are_checked_from_the_header(tmp_path):
+    """read_idx(path, ndim): another number of dimensions is a ValueError naming the file (a KeyError for ndim 2);
+    labels of one column, (n, 1), are labels (an MNIST directory's labels file of that shape was refused)."""
+    images = _write_idx(tmp_path / "i.idx", np.zeros((4, 3, 2), np.uint8), 0x08)
+    with pytest.raises(ValueError, match=r"i\.idx: its header gives 3-D data \(4, 3, 2\), expected 2-D data"):
+        read_idx(images, 2)
+    directory = tmp_path / "mnist"
+    directory.mkdir()
+    _write_idx(directory / "train-images-idx3-ubyte", np.zeros((5, 3, 2), np.uint8), 0x08)
+    _write_idx(directory / "train-labels-idx1-ubyte", np.arange(5, dtype=np.uint8)[:, None], 0x08)
+    np.testing.assert_array_equal(load_mnist_dir(directory)[1], np.arange(5))
+
+
 def test_idx_bad_magic_and_trailing_data(tmp_path):
     path = _write_idx(tmp_path / "a.idx", np.zeros(4, np.uint8), 0x08)
     path.write_bytes(b"\x01\x02\x03\x04" + path.read_bytes()[4:])

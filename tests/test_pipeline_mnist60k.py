@@ -522,11 +522,14 @@ def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, 
                        "the labels of the 200 images hold one class, so the number of clusters is unknown; pass "
                        "--n-clusters"),
                       ([*ARGS, "--processes", "--memory-limit", "banana"],
-                       "argument --memory-limit: must be a memory size such as 4GiB or 2e9, got 'banana'")]:
+                       "argument --memory-limit: must be a memory size such as 4GiB or 2e9, a share of the memory such as 0.5, or "
+                       "auto, got 'banana'")]:
         with pytest.raises(SystemExit):
             mnist60k.main(["--data-dir", str(data), "--out", str(out), "--scheduler", address, *bad])
         assert said in capsys.readouterr().err
         assert not (out / "views.zarr").exists()
+    for size in ("auto", "0.5", "0", "4GiB", "2e9"):  # as Dask takes them (a share of the memory, 0: no limit)
+        assert mnist60k.memory_size(size) == size
     images = read_idx(data / "train-images-idx3-ubyte.gz")
     for name, array, kind in [("train-labels-idx1-ubyte", images[:, :2, :2], "labels (n)"),
                               ("train-images-idx3-ubyte.gz", images.reshape(N, -1), "images (n, rows, cols)")]:

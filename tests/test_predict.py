@@ -96,9 +96,13 @@ def test_a_store_is_opened_once_per_process_for_its_row_chunks(anchor_fit, tmp_p
     store_module._opened.cache_clear()
     with dask.config.set(scheduler="sync"):
         np.testing.assert_array_equal(model.predict(store), model.predict(new))
-        assert len(opened) == 1, opened  # the tasks' one store; the caller's was opened before
-        MultiViewStore.create(tmp_path / "new.zarr", [X[::-1] for X in new], chunk_rows=10, overwrite=True)
+        assert len(opened) == 2, opened  # the tasks' one store, and the check that it was not written again meanwhile
+        MultiViewStore.create(tmp_path / "new.zarr", [X[::-1] for X in new], chunk_rows=25, overwrite=True)
         np.testing.assert_array_equal(model.predict(str(tmp_path / "new.zarr")), model.predict(new)[::-1])
+        with pytest.raises(ValueError, match=r"new\.zarr: written again \(MultiViewStore\.create over it\) since it "
+                                             r"was opened or while it was read; run again on the store as it is now "
+                                             r"\(open it again\)"):
+            model.predict(store)  # opened before: its chunks of 10 rows read a store of 25-row chunks as damaged
 
 
 def test_inputs_on_a_cluster_send_no_large_graph(anchor_fit, tmp_path):

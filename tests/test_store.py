@@ -594,3 +594,39 @@ def test_a_copy_that_fails_raises_its_first_error_and_leaves_nothing(tmp_path, r
     with pytest.raises(PermissionError, match="Permission denied"):
         store.copy(tmp_path / "c.zarr")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+
+
+@pytest.mark.parametrize("solver", ["anchor", "exact"])
+def test_a_store_written_again_while_a_fit_reads_it_is_said(tmp_path, solver):
+    """MultiViewStore.create over a store while a fit read it (here as its second stage starts): the fit used to end
+    in a 'chunk file was deleted' error, or silently in labels mixing both contents; now one error saying so. A fit
+    of the store as it is then gives its own labels."""
+    from onmsc_dask import ONMSC
+
+    rng = np.random.default_rng(0)
+    y = np.arange(600) % 3
+    views = [rng.normal(size=(600, 5)) + 3 * y[:, None], rng.normal(size=(600, 4)) + 2 * y[:, None]]
+    path = tmp_path / "s.zarr"
+    MultiViewStore.create(path, views)
+    order = rng.permutation(600)
+    written = []
+
+    def write_again(line: str) -> None:
+        if not written and ("stage 2" in line or line.startswith("graphs")):
+            written.append(MultiViewStore.create(path, [X[order] for X in views], overwrite=True))
+
+    with pytest.raises(ValueError, match=rf"^store {re.escape(str(path))}: written again \(MultiViewStore\.create "
+                                         r"over it\) since it was opened or while it was read; run again on the store "
+                                         r"as it is now \(open it again\), once it is written$"):
+        ONMSC(3, embedding=solver, random_state=0).fit(str(path), progress=write_again)
+    assert written
+    again = ONMSC(3, embedding=solver, random_state=0).fit(str(path)).labels_
+    alone = ONMSC(3, embedding=solver, random_state=0).fit([X[order] for X in views]).labels_
+    np.testing.assert_array_equal(again, alone)
+
+
+def test_an_url_where_nothing_is_stored_says_so():
+    """It said zarr's "No group found in store 'memory://…' at path ''"."""
+    with pytest.raises(ValueError, match=r"^no readable onmsc-dask store at memory://nothing/here\.zarr: nothing is "
+                                         r"stored there \(check the URL\)$"):
+        MultiViewStore("memory://nothing/here.zarr")
