@@ -522,8 +522,8 @@ def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, 
                        "the labels of the 200 images hold one class, so the number of clusters is unknown; pass "
                        "--n-clusters"),
                       ([*ARGS, "--processes", "--memory-limit", "banana"],
-                       "argument --memory-limit: must be a memory size such as 4GiB or 2e9, a share of the memory such as 0.5, or "
-                       "auto, got 'banana'")]:
+                       "argument --memory-limit: must be a memory size such as 4GiB or 2e9, a share of the memory such "
+                       "as 0.5, or auto, got 'banana'")]:
         with pytest.raises(SystemExit):
             mnist60k.main(["--data-dir", str(data), "--out", str(out), "--scheduler", address, *bad])
         assert said in capsys.readouterr().err
