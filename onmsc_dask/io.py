@@ -114,7 +114,7 @@ def _labels(value: Any, name: str) -> np.ndarray:
             isinstance(v, np.ndarray) and v.dtype.kind in "US" and v.size <= 1 for v in value.flat):
         value = np.array([v.item() if v.size else "" for v in value.flat])
     if not (isinstance(value, np.ndarray) and value.dtype.kind in "US"):
-        return unlabelled_mark(as_labels(value, name=name), name)
+        return _unlabelled_mark(as_labels(value, name=name), name)
     names = np.char.strip(value.ravel().astype(str))
     if not all(names):
         raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
@@ -555,7 +555,7 @@ def load_view_files(
                          "y.to_csv(path, header=['label'], index=False), or remove it")
     with _hint("".join(_numeric_header_hint(Path(path)) for path in paths) if len(y) == n - 1 else ""):
         y = as_labels(class_ids(y, y_path) if y.dtype.kind in "USO" else y, n, name=str(y_path))
-    return views, unlabelled_mark(y, str(y_path))
+    return views, _unlabelled_mark(y, str(y_path))
 
 
 @contextmanager
@@ -593,7 +593,7 @@ def _excel_line(line: str) -> re.Match | None:
     return re.fullmatch(r"\s*sep=(.)\s*", line, flags=re.IGNORECASE)
 
 
-def unlabelled_mark(y: np.ndarray, source: str) -> np.ndarray:
+def _unlabelled_mark(y: np.ndarray, source: str) -> np.ndarray:
     """`y`, with a warning when it holds -1 beside ids 0, 1, ...: scikit-learn's mark of an unlabelled sample,
     here a class of its own."""
     if y.size and y.min() == -1 and (y == 0).any() and np.all(y >= -1):

@@ -657,8 +657,10 @@ def unchanged_store(views, storage_options: dict | None = None) -> Iterator[None
     def replaced() -> bool:
         try:
             return MultiViewStore(store.location).content_id != before
-        except ValueError:  # unreadable now: being written (else removed: the fit's own error says it)
+        except ValueError:  # unreadable now: being written (else removed: the run's own error says it)
             return _exists(store.path)
+        except Exception:  # noqa: BLE001 - out of reach (fsspec's own types): the run's own error, if any, stands
+            return False
 
     said = (f"store {store.location}: written again (MultiViewStore.create over it) since it was opened or while "
             "it was read; run again on the store as it is now (open it again), once it is written")
