@@ -1018,8 +1018,10 @@ def test_alpha_with_late_fusion_is_an_error(small_digits):
 
 
 def test_early_fusion_labels_are_not_refined(small_digits):
+    """refine="auto" (the default) and False give early fusion's k-means labels; True is refused
+    (test_bad_parameters_named)."""
     views, _ = small_digits
-    fits = [ONMSC(10, fusion="early", refine=r, random_state=0).fit(views) for r in (True, False)]
+    fits = [ONMSC(10, fusion="early", refine=r, random_state=0).fit(views) for r in ("auto", False)]
     np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
     assert fits[0].refinement_objective_.size == 0
 

@@ -173,8 +173,9 @@ def test_bad_directories_and_foreign_stores_are_refused(mnist60k, tmp_path, caps
         assert exit_info.value.code == 2
     assert "holds no MNIST-format image file" in capsys.readouterr().err and not (tmp_path / "out").exists()
     foreign = MultiViewStore.create(tmp_path / "other.zarr", [np.eye(6), np.eye(6)[::-1]], metadata={"x": 1})
-    with pytest.raises(ValueError, match=r"not a store this pipeline wrote; refusing to overwrite it \(pass another "
-                                         r"--store or --out\)"):
+    with pytest.raises(ValueError, match=r"not a store this pipeline wrote, or its metadata is damaged; refusing to "
+                                         r"overwrite it \(delete it if this pipeline wrote it, or pass another --store "
+                                         r"or --out\)"):
         mnist60k.main(["--data-dir", str(mnist_dir(tmp_path / "data")), "--out", str(tmp_path / "out"),
                        "--store", str(foreign.path), *ARGS])
     assert MultiViewStore(foreign.path).metadata == {"x": 1}
