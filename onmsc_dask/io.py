@@ -353,15 +353,20 @@ def _idx_header(f: Any, path: Path) -> tuple[np.dtype, tuple[int, ...]]:
     return np.dtype(_IDX_DTYPES[magic[2]]), tuple(int(d) for d in np.frombuffer(header, ">u4"))
 
 
-def idx_shape(path: PathLike) -> tuple[int, ...]:
-    """The dimensions an IDX file's header gives (its data are not read)."""
+def idx_header(path: PathLike) -> tuple[np.dtype, tuple[int, ...]]:
+    """The value type and dimensions an IDX file's header gives (its data are not read)."""
     path = Path(path)
     handle = _open_idx(path)
     try:
         with handle as f:
-            return _idx_header(f, path)[1]
+            return _idx_header(f, path)
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: corrupt or truncated IDX file ({exc})") from exc
+
+
+def idx_shape(path: PathLike) -> tuple[int, ...]:
+    """The dimensions an IDX file's header gives (its data are not read)."""
+    return idx_header(path)[1]
 
 
 def read_idx(path: PathLike, ndim: int | None = None) -> np.ndarray:

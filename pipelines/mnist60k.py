@@ -50,7 +50,7 @@ from onmsc_dask.cli import (Terminated, cluster_count, connect, failure_line, on
                             quiet_client_log, recorded_warnings, seed_arg, sigterm_raises, versions, warnings_as_lines,
                             worker_failures)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
-from onmsc_dask.io import load_mnist_dir, mnist_size, mnist_splits
+from onmsc_dask.io import idx_header, load_mnist_dir, mnist_image_file, mnist_size, mnist_splits
 from onmsc_dask.progress import Progress, counted
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_landmarks, check_n_clusters, check_n_components
@@ -136,11 +136,20 @@ def split_of(data_dir: Path) -> str:
     return "train" if "train" in mnist_splits(data_dir) else "t10k"
 
 
+def check_images(data_dir: Path, split: str, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """The images the views are built from: 8-bit, at least two HOG cells a side."""
+    if dtype != np.uint8 or min(shape[1:]) < 2 * HOG_CELL:
+        raise ValueError(f"{data_dir}: {split} images of {dtype.name} and {shape[1]} x {shape[2]} pixels; the views "
+                         f"need 8-bit (uint8) images of at least {2 * HOG_CELL} x {2 * HOG_CELL} pixels (HOG's 2 x 2 "
+                         f"blocks of {HOG_CELL} x {HOG_CELL}-pixel cells)")
+
+
 def check_parameters(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """k (``args.n_clusters``, the number of distinct labels by default) and the parameters that depend on n and k,
     from the IDX header and the labels: a wrong value is an error before anything is connected, read or written."""
     split = split_of(args.data_dir)
     n_images, y = mnist_size(args.data_dir, split)
+    check_images(args.data_dir, split, *idx_header(mnist_image_file(args.data_dir)))
     if args.limit is not None and args.limit > n_images:
         print(f"--limit {args.limit}: the {split} split has only {n_images} images; using all of them", flush=True)
     n = min(args.limit or n_images, n_images)
@@ -177,10 +186,7 @@ def build_store(data_dir: Path, path: Path, limit: int | None, chunk_rows: int) 
                              "refusing to overwrite it (delete it if this pipeline wrote it, or pass another --store "
                              "or --out)")
     images, y = load_mnist_dir(data_dir, split)
-    if images.dtype != np.uint8 or min(images.shape[1:]) < 2 * HOG_CELL:
-        raise ValueError(f"{data_dir}: {split} images of {images.dtype} and {images.shape[1]} x {images.shape[2]} "
-                         f"pixels; the views need 8-bit (uint8) images of at least {2 * HOG_CELL} x {2 * HOG_CELL} "
-                         f"pixels (HOG's 2 x 2 blocks of {HOG_CELL} x {HOG_CELL}-pixel cells)")
+    check_images(data_dir, split, images.dtype, images.shape)
     images, y = images[:limit], None if y is None else y[:limit]
     blocks = da.from_array(images, chunks=(chunk_rows, -1, -1))
     views = [blocks.map_blocks(f, drop_axis=2, chunks=(blocks.chunks[0], (f(images[:1]).shape[1],)),

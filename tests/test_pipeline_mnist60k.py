@@ -541,6 +541,12 @@ def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, 
                                              r"number of dimensions\)"):
             mnist60k.main(["--data-dir", str(bad), "--out", str(out), "--scheduler", address, *ARGS])
         assert not (out / "views.zarr").exists()
+    floats = mnist_dir(tmp_path / "floats")  # float32 images: refused after the views' build had started
+    header = bytes([0, 0, 0x0D, 3]) + np.asarray(images.shape, ">u4").tobytes()
+    (floats / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(header + images.astype(">f4").tobytes()))
+    with pytest.raises(ValueError, match=r"train images of float32 and 28 x 28 pixels; the views need 8-bit"):
+        mnist60k.main(["--data-dir", str(floats), "--out", str(out), "--scheduler", address, *ARGS])
+    assert not (out / "views.zarr").exists()
     write_idx(one_class / "train-images-idx3-ubyte.gz", images[:0])
     with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz: holds no images \(its header gives dims "
                                          r"\(0, 28, 28\)\)"):
