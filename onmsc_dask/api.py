@@ -456,8 +456,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
         def attempt() -> ONMSC:
             try:
-                with unchanged_store(views, storage_options):
-                    self._fit_views(views, view_names, storage_options, random_state, t0, report)
+                with unchanged_store(views, storage_options) as opened:  # a path or URL opened once
+                    self._fit_views(opened, view_names, storage_options, random_state, t0, report)
                 return self
             except BaseException:
                 clear_fitted(self)  # a failed fit leaves no fitted attributes behind

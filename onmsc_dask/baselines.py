@@ -206,10 +206,11 @@ class LabelPickedView(SingleBestView):
     highest accuracy against ``y`` (required, or the labels of a store given as ``views``)."""
 
     def _fit(self, views, y, view_names: Sequence[str] | None, storage_options: dict | None):
-        if y is None and not isinstance(views, (list, tuple)):  # a store, its path or URL: its labels
+        if y is None and not isinstance(views, (list, tuple)):  # a store, its path or URL (opened once): its labels
             from .store import view_inputs
 
-            y = getattr(view_inputs(views, view_names, storage_options)[0], "labels", None)
+            views = view_inputs(views, view_names, storage_options)[0]
+            y = getattr(views, "labels", None)
         if y is None:
             raise ValueError("LabelPickedView picks its view with the labels: fit(views, y), or views a store that "
                              "holds them")

@@ -419,15 +419,15 @@ def load_mnist_dir(
     return images, as_labels(read_idx(labels_path, 1), len(images), name=str(labels_path))
 
 
-def mnist_size(directory: PathLike, split: str = "train") -> tuple[int, np.ndarray | None]:
-    """The number of images of a split of an MNIST-style directory (from its header) and its labels (None if no
-    labels file): what checks a run's parameters before its images are read."""
+def mnist_header(directory: PathLike, split: str = "train") -> tuple[np.dtype, tuple[int, ...], np.ndarray | None]:
+    """The value type and dimensions (n, rows, cols) of a split's images, from their file's header, and its labels
+    (None if no labels file): what checks a run's parameters before its images are read."""
     images, labels = _split_files(Path(directory), split)
-    dims = idx_shape(images)
+    dtype, dims = idx_header(images)
     _check_idx_dims(images, dims, 3)
     if not dims[0]:
         raise ValueError(f"{images}: holds no images (its header gives dims {dims})")
-    return dims[0], None if labels is None else as_labels(read_idx(labels, 1), dims[0], name=str(labels))
+    return dtype, dims, None if labels is None else as_labels(read_idx(labels, 1), dims[0], name=str(labels))
 
 
 def _default_split(splits: set[str]) -> str:
@@ -553,8 +553,8 @@ def load_view_files(
         if "could not convert string" not in str(exc):  # words where numbers go: class names
             raise
         y = _class_name_column(Path(y_path), n, exc)
-    first = _first_line(Path(y_path))
-    if y.shape == (n + 1, 1) and _is_number(first.strip('"')):  # e.g. pandas' Series name 0 over the ids
+    if y.shape == (n + 1, 1) and _is_number((first := _first_line(Path(y_path))).strip('"')):  # e.g. pandas' Series
+        # name 0 over the ids
         raise ValueError(f"{y_path}: has {n + 1} entries, expected {n}, one per sample; if its first line ({first}) is "
                          "a header (pandas writes 0 for an unnamed Series), name the column, e.g. "
                          "y.to_csv(path, header=['label'], index=False), or remove it")
@@ -735,8 +735,8 @@ def _numpy_read_error(path: Path, exc: Exception, kind: str) -> ValueError:
 _MISSING = ("", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A", "#NA")
 #: the marks that are no column name in a first row of numbers (a sample with missing values): pandas' and UCI's ?, -
 _NOT_NAMES = frozenset((*_MISSING, "?", "-"))
-#: the marks among numbers, in any case, and also ? (UCI's) and -: no number reads so
-_ID_MARKS = frozenset(mark.lower() for mark in (*_MISSING, "?", "-"))
+#: the same marks among numbers, in any case: no number reads so
+_ID_MARKS = frozenset(mark.lower() for mark in _NOT_NAMES)
 
 
 def _is_number(field: str) -> bool:

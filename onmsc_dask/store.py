@@ -643,13 +643,13 @@ def _exists(where: Path | Location) -> bool:
 
 
 @contextmanager
-def unchanged_store(views, storage_options: dict | None = None) -> Iterator[None]:
-    """A fit or predict of `views` meanwhile, checked to have read one content when they are a store (or its path or
-    URL): a store written again since it was opened (its content_id changed, or it is unreadable after the run) is a
-    ValueError saying so, also in place of the run's own error (a chunk missing while it was replaced); a store
-    written before content_id existed is not checked."""
+def unchanged_store(views, storage_options: dict | None = None) -> Iterator[Any]:
+    """A fit or predict of `views` meanwhile (yielded as they are, a store's path or URL as the store opened), checked
+    to have read one content when they are a store: a store written again since it was opened (its content_id
+    changed, or it is unreadable after the run) is a ValueError saying so, also in place of the run's own error (a
+    chunk missing while it was replaced); a store written before content_id existed is not checked."""
     if not isinstance(views, (str, os.PathLike, Location, MultiViewStore)):
-        yield
+        yield views
         return
     store = views if isinstance(views, MultiViewStore) else MultiViewStore(views, storage_options)
     before = store.content_id
@@ -665,7 +665,7 @@ def unchanged_store(views, storage_options: dict | None = None) -> Iterator[None
     said = (f"store {store.location}: written again (MultiViewStore.create over it) since it was opened or while "
             "it was read; run again on the store as it is now (open it again), once it is written")
     try:
-        yield
+        yield store
     except Exception as exc:
         if before is not None and replaced():
             raise ValueError(said) from exc

@@ -50,7 +50,7 @@ from onmsc_dask.cli import (Terminated, cluster_count, connect, failure_line, on
                             quiet_client_log, recorded_warnings, seed_arg, sigterm_raises, versions, warnings_as_lines,
                             worker_failures)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
-from onmsc_dask.io import idx_header, load_mnist_dir, mnist_image_file, mnist_size, mnist_splits
+from onmsc_dask.io import load_mnist_dir, mnist_header, mnist_splits
 from onmsc_dask.progress import Progress, counted
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_landmarks, check_n_clusters, check_n_components
@@ -148,8 +148,9 @@ def check_parameters(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     """k (``args.n_clusters``, the number of distinct labels by default) and the parameters that depend on n and k,
     from the IDX header and the labels: a wrong value is an error before anything is connected, read or written."""
     split = split_of(args.data_dir)
-    n_images, y = mnist_size(args.data_dir, split)
-    check_images(args.data_dir, split, *idx_header(mnist_image_file(args.data_dir)))
+    dtype, dims, y = mnist_header(args.data_dir, split)
+    check_images(args.data_dir, split, dtype, dims)
+    n_images = dims[0]
     if args.limit is not None and args.limit > n_images:
         print(f"--limit {args.limit}: the {split} split has only {n_images} images; using all of them", flush=True)
     n = min(args.limit or n_images, n_images)
