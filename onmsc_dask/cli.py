@@ -554,9 +554,12 @@ def connect(address: str, timeout: float = SCHEDULER_TIMEOUT, log: Callable[[str
     """A distributed Client (the default one from now on) of the scheduler at `address`, which has at least one
     worker; or an OSError within about 2 x `timeout` seconds: a wrong or closed port, an address that is not a
     scheduler (a worker, a dashboard) or a scheduler without workers would otherwise end in a traceback or wait
-    forever (on some ports Client() never returns). `log` is told when the wait for a first worker begins."""
+    forever (on some ports Client() never returns). `log` is told when connecting and when the wait for a first
+    worker begins."""
     from distributed import Client
 
+    if log is not None:  # a refused port is retried: a scheduler started with this command may still be coming up
+        log(f"connecting to the Dask scheduler at {address} (trying for up to {timeout:g} s)")
     try:  # a short-lived thread with its own event loop, so this works under a running loop (Jupyter) too
         with ThreadPoolExecutor(1) as pool:
             # 1 s more than the connection attempts: a closed port ends in their error, a silent one in this wait's
@@ -670,7 +673,6 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
         if args.scheduler:  # connected before anything is written
             if args.workers is not None:
                 log(f"--workers {args.workers} is not used: the scheduler at {args.scheduler} has its own workers")
-            log(f"connecting to the Dask scheduler at {args.scheduler}")
             client = stack.enter_context(connect(args.scheduler, SCHEDULER_TIMEOUT, log))
             timings["start_cluster"] = time.perf_counter() - t
             _watch(client, stack, log)

@@ -468,7 +468,6 @@ def main(argv: list[str] | None = None) -> dict:
         shown = stack.enter_context(recorded_warnings())
         client = None
         if args.scheduler:  # first: a wrong --scheduler fails before anything is read or written
-            log(f"connecting to {args.scheduler}")
             client = enter_client(args, cluster, log)
             stack.enter_context(log.watch())  # the client's threads run: the views are built here, with progress
         log(f"building the three views of {args.data_dir}")

@@ -716,7 +716,8 @@ def test_scheduler_problems_are_one_line_errors_before_anything_is_written(tmp_p
 def test_connect_waits_its_own_timeout_and_says_when_it_waits_for_a_worker(scheduler):
     """A closed port is retried for the whole `timeout` (it used to give up after distributed's connect timeout, 30 s,
     while the docs say 60 s); a scheduler without workers gets a line saying the run waits for one (the heartbeat
-    used to say "connecting" all along); a scheduler with workers, none."""
+    used to say "connecting" all along); a scheduler with workers, only the line saying how long connecting may take
+    (a refused port waited the whole timeout without saying so)."""
     import socket
     import time
 
@@ -737,9 +738,10 @@ def test_connect_waits_its_own_timeout_and_says_when_it_waits_for_a_worker(sched
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
         with pytest.raises(OSError, match="has no workers"):
             connect(empty.scheduler_address, timeout=1.0, log=lines.append)
-    assert lines == [f"waiting up to 1 s for a worker of the Dask scheduler at {empty.scheduler_address}"]
+    assert lines == [f"connecting to the Dask scheduler at {empty.scheduler_address} (trying for up to 1 s)",
+                     f"waiting up to 1 s for a worker of the Dask scheduler at {empty.scheduler_address}"]
     with connect(scheduler, timeout=10.0, log=lines.append):
-        assert len(lines) == 1
+        assert lines[2:] == [f"connecting to the Dask scheduler at {scheduler} (trying for up to 10 s)"]
 
 
 def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsys, monkeypatch):
@@ -826,7 +828,7 @@ def test_the_same_in_memory_command_again_says_it_recomputes(tmp_path, scheduler
     assert main(command) == 0
     first = np.load(tmp_path / "run" / "labels.npy")
     # the stage label of the heartbeat while it connects (it said "since: starting")
-    assert f"] connecting to the Dask scheduler at {scheduler}\n" in capsys.readouterr().err
+    assert f"] connecting to the Dask scheduler at {scheduler} (trying for up to 60 s)\n" in capsys.readouterr().err
     assert main(command) == 0
     err = capsys.readouterr().err
     assert f"reusing {tmp_path / 'run' / 'views.zarr'}: it holds this input; an in-memory run computes every stage " \
