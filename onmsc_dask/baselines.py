@@ -30,7 +30,7 @@ from .fusion import converged, full_weights, simplex_qp
 from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
 from .metrics import accuracy, evaluate
 from .spectral import average_graph_embedding, top_eigenvectors
-from .store import as_labels, is_missing
+from .store import encode_labels
 from .validation import (check_int, check_lambda, check_row_index, check_seed, check_tol, check_views, clear_fitted,
                          informative_views, kept_names)
 
@@ -215,26 +215,9 @@ class LabelPickedView(SingleBestView):
             raise ValueError("LabelPickedView picks its view with the labels: fit(views, y), or views a store that "
                              "holds them")
         usable, names = self._usable(views, view_names, storage_options)
-        y = _class_ids(y, usable[0].shape[0])  # before any view is clustered
+        y = encode_labels(y, usable[0].shape[0], name="y")[0]  # before any view is clustered
         self._cluster_views(usable, names)
         return self._pick(int(np.argmax([accuracy(y, labels) for labels in self.per_view_labels_])))
-
-
-def _class_ids(y, n_samples: int) -> np.ndarray:
-    """Labels ``y`` (integer ids, or class names: encoded in sorted order) checked to be a vector of n_samples labels
-    with none missing."""
-    y = np.asarray(y)
-    if y.dtype.kind == "O":
-        values = y.ravel().tolist()
-        if any(map(is_missing, values)):
-            raise ValueError("y: holds missing values (None, NA or NaN); every sample needs a label")
-        texts = sum(isinstance(v, str) for v in values)
-        if 0 < texts < len(values):
-            raise ValueError("y: mixes class names and numbers; give one kind of label")
-        y = np.array(values, dtype=str if texts else float).reshape(y.shape)
-    if y.dtype.kind in "US":
-        y = np.unique(y, return_inverse=True)[1].reshape(y.shape)
-    return as_labels(y, n_samples, name="y")
 
 
 class ConcatSC(_GraphClustering):

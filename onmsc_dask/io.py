@@ -27,7 +27,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from .store import MultiViewStore, as_labels
+from .store import MultiViewStore, as_labels, encode_labels
 from .validation import check_same_rows, user_warning
 
 __all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files", "load_csv"]
@@ -59,7 +59,7 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     names them) and optional labels y; see :func:`load_npz`. A .csv or .npy is one view, without labels; see
     :func:`load_view_files` for several.
     An MNIST directory gives one view of flattened float64 images (the train split when
-    present, else t10k).
+    present, else t10k). Labels are int64 class ids, or strings where the file (or store) holds class names.
     """
     path = Path(path)
     if not path.exists():
@@ -67,7 +67,9 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     if path.is_dir():
         if is_store(path):
             store = MultiViewStore(path)
-            return [store.read_view(p) for p in range(store.n_views)], store.labels
+            y = store.labels
+            named = y is not None and store.class_names is not None
+            return [store.read_view(p) for p in range(store.n_views)], np.asarray(store.class_names)[y] if named else y
         splits = mnist_splits(path)
         if not splits:
             raise ValueError(
@@ -109,17 +111,11 @@ def load_mat(path: PathLike) -> tuple[list[View], np.ndarray | None]:
 
 def _labels(value: Any, name: str) -> np.ndarray:
     """Labels of a .mat or .npz variable: class ids, or class names (a string array, a MATLAB char matrix or cell of
-    strings) as class_ids gives them."""
+    strings) as :func:`_checked_labels` gives them."""
     if isinstance(value, np.ndarray) and value.dtype == object and value.size and all(
             isinstance(v, np.ndarray) and v.dtype.kind in "US" and v.size <= 1 for v in value.flat):
         value = np.array([v.item() if v.size else "" for v in value.flat])
-    if not (isinstance(value, np.ndarray) and value.dtype.kind in "US"):
-        return _unlabelled_mark(as_labels(value, name=name), name)
-    names = np.char.strip(value.ravel().astype(str))
-    if not all(names):
-        raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
-                         f"{int(np.flatnonzero(names == '')[0])}); every sample needs a label")
-    return as_labels(class_ids(names, name), name=name)
+    return _checked_labels(value, None, name)
 
 
 def _probe_loadmat(path: Path, names: list[str]) -> None:
@@ -518,7 +514,8 @@ def load_view_files(
 ) -> tuple[list[View], np.ndarray | None]:
     """Views from files, one per view, and labels from `y_path`: each file a numeric .npy array (n×d; read without
     pickle), a ``scipy.sparse.save_npz`` matrix (views only) or a numeric comma-separated UTF-8 .csv file. Errors
-    name the views by ``names`` (default: view_file_names).
+    name the views by ``names`` (default: view_file_names). Labels are int64 class ids, or the class names as strings
+    (MultiViewStore.create stores them as ids with the names).
 
     A .csv's first line ``sep=,`` (Excel's) is skipped. Its first row is a header, and skipped, when it has a text
     field (not a missing-value mark such as NA: a sample with a missing value), or is evenly spaced increasing numbers
@@ -559,8 +556,7 @@ def load_view_files(
                          "a header (pandas writes 0 for an unnamed Series), name the column, e.g. "
                          "y.to_csv(path, header=['label'], index=False), or remove it")
     with _hint("".join(_numeric_header_hint(Path(path)) for path in paths) if len(y) == n - 1 else ""):
-        y = as_labels(class_ids(y, y_path) if y.dtype.kind in "USO" else y, n, name=str(y_path))
-    return views, _unlabelled_mark(y, str(y_path))
+        return views, _checked_labels(y, n, str(y_path))
 
 
 @contextmanager
@@ -643,15 +639,17 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
     return np.array([float(name) for name in names]) if ids else np.array(names)  # ids: all numbers once none missing
 
 
-def class_ids(names: np.ndarray, source: PathLike) -> np.ndarray:
-    """Labels given as class names as ids 0..C-1 in the names' sorted order, with a warning giving that order."""
-    classes, y = np.unique(np.asarray(names).astype(str), return_inverse=True)
-    order = ", ".join(f"{name}={i}" for i, name in enumerate(classes[:10])) + (", ..." if len(classes) > 10 else "")
+def _checked_labels(y: Any, n_samples: int | None, source: str) -> np.ndarray:
+    """Labels read from `source`, checked by store.encode_labels: int64 class ids (-1 beside 0 said), or class names
+    as strings, surrounding spaces stripped (names differing only in case said)."""
+    ids, classes = encode_labels(y, n_samples, name=source)
+    if classes is None:
+        return _unlabelled_mark(ids, source)
     alike = Counter(name.casefold() for name in classes)
-    cases = [repr(str(name)) for name in classes if alike[name.casefold()] > 1][:2]
-    user_warning(f"{source}: class names read as labels 0..{len(classes) - 1} in sorted order ({order})"
-                 + (f"; {' and '.join(cases)} differ only in case: two classes" if cases else ""))
-    return y
+    cases = [repr(name) for name in classes if alike[name.casefold()] > 1][:2]
+    if cases:
+        user_warning(f"{source}: class names {' and '.join(cases)} differ only in case: two classes")
+    return np.asarray(classes)[ids]
 
 
 def view_file_names(paths: Sequence[PathLike]) -> list[str] | None:

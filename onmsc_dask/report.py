@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure  # the Agg canvas: no GUI backend needed
+from matplotlib.lines import Line2D
 from scipy.optimize import linear_sum_assignment
 
 from .assign import assign_labels, normalize_rows
@@ -23,8 +24,8 @@ from .metrics import evaluate
 from .progress import counted
 from .validation import view_label
 
-#: samples drawn in the 2-D map at most, thumbnails per cluster
-MAP_POINTS, THUMBNAILS = 5000, 12
+#: samples drawn in the 2-D map at most, thumbnails per cluster, colours the map's legend lists at most
+MAP_POINTS, THUMBNAILS, LEGEND = 5000, 12, 12
 #: resolution of every figure
 FIGURE_DPI = 90
 #: why a view has weight 0: left out before the graphs (validation.informative_views), or of the fusion
@@ -55,6 +56,7 @@ class RunPage:
     facts: dict[str, Any] = field(default_factory=dict)  # parameters and timings, shown as they are
     left_out_views: list[int] = field(default_factory=list)  # left out before the graphs (ONMSC.left_out_views_)
     warnings: list[str] = field(default_factory=list)  # the run's warning messages, e.g. why a view was left out
+    class_names: list[str] | None = None  # the name of each label id, for labels given as class names
 
 
 def cluster_sizes(labels: np.ndarray, n_clusters: int) -> list[int]:
@@ -185,7 +187,8 @@ def map_2d(readout: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def plot_map(page: RunPage) -> Figure:
     """:func:`map_2d` of at most MAP_POINTS random samples, coloured by cluster and, beside, by label; with labels a
-    cluster takes the colour of the class it is matched to."""
+    cluster takes the colour of the class it is matched to. A legend names the colours when there are at most
+    LEGEND."""
     n = len(page.labels)
     keep = np.sort(np.random.default_rng(0).choice(n, min(n, MAP_POINTS), replace=False))
     xy = map_2d(page.readout, page.labels)[keep]
@@ -200,29 +203,39 @@ def plot_map(page: RunPage) -> Figure:
         colour[np.searchsorted(np.unique(page.labels), order)] = matched
         colourings = [("cluster (colour of the matched label)", colour[clusters]), ("label", classes)]
     colours = palette(max(int(codes.max()) + 1 for _, codes in colourings))
-    fig = Figure(figsize=(4.4 * len(colourings), 4.0), layout="constrained")
-    for i, (what, codes) in enumerate(colourings):
+    keys = [np.unique(page.labels).tolist(), [] if page.y is None else
+            [c if page.class_names is None else page.class_names[c] for c in np.unique(page.y)]]
+    fig = Figure(figsize=(4.4 * len(colourings) + 1.2 * (len(keys[-1] or keys[0]) <= LEGEND), 4.0),
+                 layout="constrained")
+    for i, ((what, codes), names) in enumerate(zip(colourings, keys)):
         ax = fig.add_subplot(1, len(colourings), i + 1)
         ax.scatter(xy[:, 0], xy[:, 1], color=colours[codes[keep]], s=4, linewidths=0)
         ax.set(title=f"coloured by {what}", xticks=[], yticks=[])
+        if i == len(colourings) - 1 and len(names) <= LEGEND:  # with labels: the classes' colours, else clusters'
+            shown = [str(name) if len(str(name)) <= 20 else str(name)[:19] + "…" for name in names]
+            ax.legend(handles=[Line2D([], [], ls="", marker="o", color=colours[c]) for c in range(len(names))],
+                      labels=shown, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     return fig
 
 
-def plot_confusion(y: np.ndarray, labels: np.ndarray) -> Figure:
-    """The Hungarian-ordered confusion matrix, counts in the cells."""
+def plot_confusion(y: np.ndarray, labels: np.ndarray, class_names: list[str] | None = None) -> Figure:
+    """The Hungarian-ordered confusion matrix, counts in the cells, shaded by the fraction of the class (with its
+    colour bar); the classes named by `class_names` (of ids 0..C-1), shortened to 20 characters."""
     counts, classes, clusters, _ = hungarian_confusion(y, labels)
+    names = [str(c) if class_names is None else class_names[c] for c in classes]
+    names = [name if len(name) <= 20 else name[:19] + "…" for name in names]
     rows, cols = (1.4 + 0.3 * s for s in counts.shape)  # classes x clusters
-    fig = Figure(figsize=(cols + 1, rows), layout="constrained")
+    fig = Figure(figsize=(max(cols + 1.6 + 0.06 * max(map(len, names)), 4.6), rows), layout="constrained")
     ax = fig.add_subplot()
-    ax.imshow(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1), cmap="Blues", vmin=0, vmax=1)
-    if counts.size <= 400:
-        for (i, j), c in np.ndenumerate(counts):
-            if c:
-                ax.text(j, i, str(c), ha="center", va="center", fontsize=6,
-                        color="white" if c > counts[i].sum() / 2 else "black")
-    ax.set_xticks(range(len(clusters)), [str(c) for c in clusters], fontsize=8)
-    ax.set_yticks(range(len(classes)), [str(c) for c in classes], fontsize=8)
-    ax.set(xlabel="cluster (in the order of the matched class)", ylabel="label")
+    image = ax.imshow(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1), cmap="Blues", vmin=0, vmax=1)
+    fig.colorbar(image, ax=ax, shrink=min(1.0, 3 / rows) if rows > 3 else 1.0, label="fraction of the label")
+    for (i, j), c in np.ndenumerate(counts):
+        if c:
+            ax.text(j, i, str(c), ha="center", va="center", fontsize=7 if c < 1000 else 5,
+                    color="white" if c > counts[i].sum() / 2 else "black")
+    ax.set_xticks(range(len(clusters)), [str(c) for c in clusters], fontsize=9)
+    ax.set_yticks(range(len(classes)), names, fontsize=9)
+    ax.set(xlabel="cluster (in the order of the matched label)", ylabel="label")
     return fig
 
 
@@ -259,7 +272,7 @@ def png(fig: Figure) -> bytes:
 def figures(page: RunPage) -> dict[str, bytes]:
     """The page's figures as PNGs, by key: the confusion matrix (with scores against labels), the 2-D map, the
     thumbnails (image data) and the objective."""
-    pngs = {} if page.scores is None else {"confusion": png(plot_confusion(page.y, page.labels))}
+    pngs = {} if page.scores is None else {"confusion": png(plot_confusion(page.y, page.labels, page.class_names))}
     pngs["map"] = png(plot_map(page))
     if page.thumbnails is not None:
         pngs["thumbnails"] = png(plot_thumbnails(page.thumbnails, cluster_sizes(page.labels, _n_clusters(page))))
@@ -268,16 +281,19 @@ def figures(page: RunPage) -> dict[str, bytes]:
 
 
 def _img(pngs: dict[str, bytes], key: str, alt: str) -> str:
-    """An <img> with the figure `key` as an embedded base64 PNG."""
+    """An <img> with the figure `key` as an embedded base64 PNG, shrunk to the page's width; the confusion matrix,
+    whose size grows with k, scrolls sideways instead, so that its counts stay readable."""
     data = base64.b64encode(pngs[key]).decode("ascii")
-    return f'<img data-figure="{key}" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+    return (f'<div class="{"wide" if key == "confusion" else "figure"}"><img data-figure="{key}" '
+            f'alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></div>')
 
 
 def _table(header: list[str], rows: list[list[Any]], keys: list[list[str | None]] | None = None) -> str:
     """An HTML table; a cell with a key carries it as data-key (the tests read the rendered values by key)."""
     def cell(value: Any, key: str | None) -> str:
         text = f"{value:.4f}" if isinstance(value, float) else "–" if value is None else html.escape(str(value))
-        return f'<td data-key="{html.escape(key)}">{text}</td>' if key else f"<td>{text}</td>"
+        words = ' class="words"' if isinstance(value, str) and " " in value else ""  # left-aligned, not a number
+        return f'<td data-key="{html.escape(key)}"{words}>{text}</td>' if key else f"<td{words}>{text}</td>"
 
     keys = keys or [[None] * len(r) for r in rows]
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
@@ -313,14 +329,15 @@ def report_files(page: RunPage, pngs: dict[str, bytes] | None = None) -> dict[st
                    [[None, None, None, f"view_weights.{name}", None] for name in page.view_names])
     parts = [f"<h1>{html.escape(page.title)}</h1>",
              f'<p>{html.escape(page.source)}: <b data-key="n_samples">{len(page.labels)}</b> samples, '
-             f'{len(page.view_names)} views, <b data-key="n_clusters">{k}</b> clusters.</p>',
+             f'{counted(len(page.view_names), "view")}, <b data-key="n_clusters">{k}</b> clusters.</p>',
              "<h2>Views</h2>", views]
     if page.warnings:
         parts += ["<h2>Warnings</h2>", "<ul>" + "".join(f'<li data-key="warnings.{i}">{html.escape(w)}</li>'
                                                        for i, w in enumerate(page.warnings)) + "</ul>"]
-    parts += ["<h2>Clusters</h2>",
-              _table(["cluster"] + [str(c) for c in range(k)], [["samples"] + sizes],
-                     [[None] + [f"cluster_sizes.{c}" for c in range(k)]])]
+    blocks = [range(start, min(start + 20, k)) for start in range(0, k, 20)]  # rows of 20: no sideways scrolling
+    parts += ["<h2>Clusters</h2>"] + [_table(["cluster"] + [str(c) for c in block],
+                                             [["samples"] + [sizes[c] for c in block]],
+                                             [[None] + [f"cluster_sizes.{c}" for c in block]]) for block in blocks]
     if page.scores is not None:
         parts += ["<h2>Against the labels</h2>",
                   _table(["", "ACC", "NMI", "ARI", "purity"],
@@ -334,7 +351,11 @@ def report_files(page: RunPage, pngs: dict[str, bytes] | None = None) -> dict[st
                   _img(pngs, "confusion", "confusion matrix")]
     parts += ["<h2>Map of the embedding</h2>",
               "<p>The read-out rows (H*, or the fusion target when wider than k) projected on the plane where the "
-              "cluster centres spread most.</p>", _img(pngs, "map", "2-D map")]
+              "cluster centres spread most"
+              + ("; a cluster has the colour of the label the confusion matrix matches it to" if page.y is not None
+                 else "") + (f" ({MAP_POINTS} of the samples, drawn at random)" if len(page.labels) > MAP_POINTS
+                             else "") + ".</p>",
+              _img(pngs, "map", "2-D map")]
     if page.thumbnails is not None:
         parts += ["<h2>Samples of each cluster</h2>", _img(pngs, "thumbnails", "thumbnails")]
     parts += ["<h2>Objective</h2>", _img(pngs, "objective", "objective")]
@@ -350,8 +371,8 @@ def report_files(page: RunPage, pngs: dict[str, bytes] | None = None) -> dict[st
              "table{border-collapse:collapse;margin:.5em 0;display:block;max-width:100%;overflow-x:auto}"
              "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"  # numbers and words never split
              "td:first-child,th:first-child{text-align:left;max-width:40em;min-width:8em;overflow-wrap:anywhere}"
-             "li{overflow-wrap:anywhere}"
-             "img{max-width:100%}")
+             "td.words{text-align:left}th{white-space:nowrap}li{overflow-wrap:anywhere}"
+             ".figure img{max-width:100%}.wide{max-width:100%;overflow-x:auto}")
     text = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(page.title)}'
             f"</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
     return {"report.html": text.encode("utf-8"), "convergence.png": pngs["objective"]}
@@ -372,4 +393,5 @@ def store_page(store: Any, title: str, source: str, *, labels: np.ndarray, reado
                    refinement_objective=np.asarray(refinement_objective), readout=np.asarray(readout),
                    y=store.labels, scores=scores, single_view_scores=single_scores,
                    thumbnails=None if image is None else thumbnails(store, *image, np.asarray(labels), k, random_state),
-                   facts=facts, left_out_views=list(left_out_views), warnings=list(warnings))
+                   facts=facts, left_out_views=list(left_out_views), warnings=list(warnings),
+                   class_names=store.class_names)

@@ -2,7 +2,8 @@
 
 Layout of a store directory::
 
-    zarr.json            root attrs: format, format_version, n_samples, view_names, metadata
+    zarr.json            root attrs: format, format_version, n_samples, view_names, metadata, and class_names when
+                         the labels were given as class names (the name of each id 0..C-1)
     views/<i>            dense view: row-chunked 2-D float array
     views/<i>/{data,indices,indptr}
                          sparse view: CSR arrays; attrs {"sparse": "csr", "shape", "chunk_rows"}
@@ -40,7 +41,7 @@ from .location import Location, location, unreachable
 from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, float_dtype,
                          rows_where, user_warning, view_label, view_list)
 
-__all__ = ["MultiViewStore", "as_labels"]
+__all__ = ["MultiViewStore", "as_labels", "encode_labels"]
 
 #: fill value of the stored labels, a label nobody uses: a missing chunk file is detected instead of read as labels
 _LABEL_FILL = np.iinfo(np.int64).min
@@ -70,6 +71,27 @@ ViewInput = np.ndarray | sp.spmatrix | sp.sparray | da.Array
 def is_missing(value: Any) -> bool:
     """Whether an entry of an object array of labels is a missing value: None, NaN, or pandas' NA or NaT."""
     return value is None or isinstance(value, float) and value != value or type(value).__name__ in ("NAType", "NaTType")
+
+
+def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> tuple[np.ndarray, list[str] | None]:
+    """Labels `y` (integer ids, or class names) as a new 1-D int64 array (:func:`as_labels`) and, for class names,
+    the name of each id 0..C-1 (the names' sorted order; else None)."""
+    y = y.toarray() if sp.issparse(y) else np.asarray(y)
+    if y.dtype == object and y.size:
+        values = y.ravel().tolist()
+        texts = sum(isinstance(v, str) for v in values)
+        if texts and not any(map(is_missing, values)):  # missing values: as_labels says where
+            if texts < len(values):
+                raise ValueError(f"{name}: mixes class names and numbers; give one kind of label")
+            y = np.array(values, dtype=str).reshape(y.shape)
+    if y.dtype.kind not in "US":
+        return as_labels(y, n_samples, name=name), None
+    names = np.char.strip(y.astype(str))
+    if names.size and not names.all():
+        raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
+                         f"{int(np.flatnonzero(names.ravel() == '')[0])}); every sample needs a label")
+    classes, ids = np.unique(names, return_inverse=True)
+    return as_labels(ids.reshape(names.shape), n_samples, name=name), classes.tolist()
 
 
 def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> np.ndarray:
@@ -165,6 +187,8 @@ class MultiViewStore:
             self.n_samples = int(attrs["n_samples"])
             self.view_names = [str(v) for v in attrs["view_names"]]
             self.metadata = dict(attrs.get("metadata", {}))
+            names = attrs.get("class_names")
+            self.class_names = None if names is None else [str(name) for name in names]
             stored = sorted(self._root["views"].keys(), key=lambda key: (len(key), key))
             if stored != [str(p) for p in range(len(self.view_names))]:
                 raise _StoreMismatch(f"store at {self.path}: attribute view_names lists {len(self.view_names)} "
@@ -224,7 +248,8 @@ class MultiViewStore:
         overwrite: bool = False,
         storage_options: dict | None = None,
     ) -> "MultiViewStore":
-        """Write `views` (numpy, scipy.sparse or dask arrays, n rows each) and labels `y` to `path`.
+        """Write `views` (numpy, scipy.sparse or dask arrays, n rows each) and labels `y` to `path`: integer ids,
+        or class names, stored as ids 0..C-1 in the names' sorted order with the names as ``class_names``.
 
         Dense float32/float64 views keep their dtype, other numeric views become float64;
         sparse views are stored as CSR. Dask arrays are written block by block, never
@@ -241,7 +266,7 @@ class MultiViewStore:
                  for v in view_list(views, view_names, y)]
         names = check_view_names(view_names, len(views))
         n = check_view_shapes(views, names)
-        labels = None if y is None else as_labels(y, n)
+        labels, class_names = (None, None) if y is None else encode_labels(y, n)
         metadata = _to_json({} if metadata is None else metadata, "metadata")
         image_view(metadata, [view.shape[1] for view in views], names)
         rows = _default_chunk_rows(views, n) if chunk_rows is None else check_int("chunk_rows", chunk_rows)
@@ -263,6 +288,7 @@ class MultiViewStore:
                     "view_names": names,
                     "metadata": metadata,
                     "content_id": uuid.uuid4().hex,  # new at every create; a copy keeps it (api.cache_store)
+                    **({} if class_names is None else {"class_names": class_names}),
                 }
             )
 

@@ -277,10 +277,10 @@ def test_baselines_check_their_parameters_and_labels_before_any_work(digits, mon
                          (np.column_stack([y, y]), r"y: has shape \(\d+, 2\), expected a vector")]:
         with pytest.raises(ValueError, match=message):
             LabelPickedView(K, random_state=0).fit(views, bad)
-    with pytest.raises(ValueError, match=r"y: holds missing values \(None, NA or NaN\)"):
+    with pytest.raises(ValueError, match=r"y: holds missing values \(None, NaN or NA, e\.g\. in rows \[\d+"):
         LabelPickedView(K, random_state=0).fit(views, np.where(y == 1, None, y.astype(str)))
     import pandas as pd
-    with pytest.raises(ValueError, match=r"y: holds missing values \(None, NA or NaN\)"):  # was a TypeError
+    with pytest.raises(ValueError, match=r"y: holds missing values \(None, NaN or NA, e\.g\. in rows \[\d+"):  # was a TypeError
         LabelPickedView(K, random_state=0).fit(views, pd.Series(np.where(y == 1, None, y.astype(str)), dtype="string"))
     with pytest.raises(ValueError, match="y: mixes class names and numbers"):  # 1 and "1" were one class
         LabelPickedView(K, random_state=0).fit(views, np.array([*y[:-1], "1"], dtype=object))

@@ -836,20 +836,29 @@ def test_the_same_in_memory_command_again_says_it_recomputes(tmp_path, scheduler
     np.testing.assert_array_equal(np.load(tmp_path / "run" / "labels.npy"), first)
 
 
-def test_the_same_command_again_keeps_the_inputs_warnings_in_the_report(tmp_path, scheduler, capsys):
-    """A run reusing DIR/views.zarr used to write a report.json without the warnings of reading its input (here the
-    class names' ids), which it did not read again."""
+def test_the_same_command_again_keeps_the_inputs_warnings_and_class_names_in_the_report(tmp_path, scheduler, capsys,
+                                                                                       monkeypatch):
+    """A run reusing DIR/views.zarr used to write a report.json without the warnings of reading its input, which it
+    did not read again. Class names were ids 0..C-1 in the report, their names only in a warning: the store keeps
+    them, report.json gives them and the confusion matrix shows them."""
+    from onmsc_dask import report as report_module
+
+    drawn, plot_confusion = [], report_module.plot_confusion
+    monkeypatch.setattr(report_module, "plot_confusion", lambda *args: drawn.append(args[2]) or plot_confusion(*args))
     views, y = _blobs()
     np.save(tmp_path / "a.npy", views[0])
     np.save(tmp_path / "b.npy", views[1])
-    (tmp_path / "y.csv").write_text("".join(f"{'cat dog fox'.split()[c]}\n" for c in y))
+    (tmp_path / "y.csv").write_text("".join(f"{'Cat cat fox'.split()[c]}\n" for c in y))
     command = ["run", "--data", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--labels", str(tmp_path / "y.csv"),
                "--out", str(tmp_path / "run"), "--scheduler", scheduler]
-    names = "y.csv: class names read as labels 0..2 in sorted order (cat=0, dog=1, fox=2)"
+    said = "y.csv: class names 'Cat' and 'cat' differ only in case: two classes"
     for _ in range(2):
         assert main(command) == 0
-        assert names in capsys.readouterr().err
-        assert [w for w in json.loads((tmp_path / "run" / "report.json").read_text())["warnings"] if names in w]
+        assert said in capsys.readouterr().err
+        report = json.loads((tmp_path / "run" / "report.json").read_text())
+        assert [w for w in report["warnings"] if said in w] and report["dataset"]["class_names"] == ["Cat", "cat", "fox"]
+        assert report["metrics"]["acc"] == 1.0
+    assert drawn == [["Cat", "cat", "fox"]] * 2
 
 
 def test_a_damaged_view_of_the_runs_store_is_written_again_from_the_input(tmp_path, scheduler, capsys):

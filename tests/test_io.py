@@ -468,12 +468,12 @@ def test_labels_file_of_class_names_with_a_header_and_a_label_missing_is_said(tm
                                          r"is a label, remove that line\)"):
         load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")
     (tmp_path / "y.csv").write_text("label\n" + "\n".join(names) + "\n")  # whole: read
-    np.testing.assert_array_equal(load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")[1], y)
+    np.testing.assert_array_equal(load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")[1], names)
     names[0] = "emu"  # a class of one sample, and no header
     (tmp_path / "y.csv").write_text("\n".join(names) + "\n")
     with pytest.warns(UserWarning, match=rf"y\.csv: {said.format('emu')}$"):
         got = load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")[1]
-    np.testing.assert_array_equal(got, np.unique(names, return_inverse=True)[1])
+    np.testing.assert_array_equal(got, names)
     ids = np.where(np.arange(len(y)) == 4, "NA", y.astype(str))
     ids[0] = "7"  # the only id 7, before a missing id: the missing id is the error (it said line 1 looked a header)
     (tmp_path / "y.csv").write_text("\n".join(ids) + "\n")
@@ -586,9 +586,8 @@ def test_csv_as_excel_numpy_and_wide_tables_write_it(tmp_path, dataset):
     np.testing.assert_array_equal(load_view_files(tmp_path / "sodium.csv")[0][0], [[1], [2], [3]])
     (tmp_path / "y.csv").write_text("sep=,\r\nlabel\r\n" + "".join(["cat\r\n", "dog\r\n"] * 6))  # labels after sep=,
     np.save(tmp_path / "twelve.npy", views[0][:12])
-    with pytest.warns(UserWarning, match="class names read as labels"):
-        np.testing.assert_array_equal(load_view_files(tmp_path / "twelve.npy", y_path=tmp_path / "y.csv")[1],
-                                      np.arange(12) % 2)
+    np.testing.assert_array_equal(load_view_files(tmp_path / "twelve.npy", y_path=tmp_path / "y.csv")[1],
+                                  ["cat", "dog"] * 6)
     wide = np.arange(3 * 3000).reshape(3, 3000) % 7
     (tmp_path / "wide.csv").write_text("".join(",".join(map(str, row)) + "\n" for row in [range(3000), *wide]))
     with pytest.warns(UserWarning, match=r"wide\.csv: first row 0,1,2,.{50,80} \.\.\. taken as column names") as info:
@@ -597,8 +596,8 @@ def test_csv_as_excel_numpy_and_wide_tables_write_it(tmp_path, dataset):
 
 
 def test_class_names_differing_in_case_and_a_view_file_given_twice_are_said(tmp_path, dataset):
-    """'Cat' and 'cat' became two classes (k one more) with only the sorted order to show it; a view file given twice
-    became two views without a word."""
+    """'Cat' and 'cat' became two classes (k one more) without a word; a view file given twice became two views
+    without a word."""
     views, y = dataset
     np.save(tmp_path / "v.npy", views[0])
     (tmp_path / "y.csv").write_text("".join(f"{['Cat', 'cat ', 'dog'][c]}\n" for c in y))
@@ -607,9 +606,9 @@ def test_class_names_differing_in_case_and_a_view_file_given_twice_are_said(tmp_
     messages = [str(w.message) for w in info]
     assert any(m.endswith("v.npy: given twice as a view; each copy is a view of its own, weighted as such")
                for m in messages), messages
-    assert any(m.endswith("(Cat=0, cat=1, dog=2); 'Cat' and 'cat' differ only in case: two classes")
+    assert any(m.endswith("y.csv: class names 'Cat' and 'cat' differ only in case: two classes")
                for m in messages), messages
-    assert len(got) == 2 and np.array_equal(labels, y)
+    assert len(got) == 2 and np.array_equal(labels, np.array(["Cat", "cat", "dog"])[y])
 
 
 def test_csv_read_errors_name_the_file(tmp_path):
@@ -663,17 +662,20 @@ def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):
 
 
 @pytest.mark.parametrize("header", ["", "species\n"])
-def test_class_names_are_labels_in_sorted_order(tmp_path, header):
+def test_class_names_are_labels_kept_by_name(tmp_path, header):
     """A labels file of class names (.csv, with a header line or not; .npy of text) was an error asking the user to
-    encode them: they are labels 0..C-1 in the names' sorted order, which a warning gives."""
+    encode them, then labels 0..C-1 whose names only a warning gave (the report's figures showed the ids): they are
+    read as the names, which a store keeps beside their ids (0..C-1 in sorted order)."""
     np.savetxt(tmp_path / "a.csv", np.arange(8.0).reshape(4, 2), delimiter=",")
-    (tmp_path / "y.csv").write_text(header + "dog\ncat\n\"emu, large\"\ncat\n")
-    np.save(tmp_path / "y.npy", np.array(["dog", "cat", "emu, large", "cat"]))
+    (tmp_path / "y.csv").write_text(header + "dog\ncat\n\"emu, large\"\n cat\n")
+    np.save(tmp_path / "y.npy", np.array(["dog", "cat", "emu, large", "cat "]))
     for path in (tmp_path / "y.csv", tmp_path / "y.npy"):
-        with pytest.warns(UserWarning, match=rf"y\.{path.suffix[1:]}: class names read as labels 0\.\.2 in sorted "
-                                             r"order \(cat=0, dog=1, emu, large=2\)"):
-            _, y = load_view_files(tmp_path / "a.csv", y_path=path)
-        assert y.tolist() == [1, 0, 2, 0]
+        views, y = load_view_files(tmp_path / "a.csv", y_path=path)
+        assert y.tolist() == ["dog", "cat", "emu, large", "cat"]
+        store = MultiViewStore.create(tmp_path / "s.zarr", views, y, overwrite=True)
+        assert store.labels.tolist() == [1, 0, 2, 0] and store.class_names == ["cat", "dog", "emu, large"]
+        assert load(tmp_path / "s.zarr")[1].tolist() == y.tolist()
+        assert MultiViewStore(store.copy(tmp_path / "c.zarr", overwrite=True).path).class_names == store.class_names
 
 
 # -------------------------------------------------------------------- dispatch
@@ -983,8 +985,7 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
     with pytest.raises(ValueError, match=r"y\.csv: holds missing labels \(e\.g\. on line 16, empty\)"):
         labels(None)
     (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in names), encoding="utf-8-sig")
-    with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(cat=0, dog=1, emu=2\)"):
-        assert labels(None).tolist() == (np.arange(n) % 3).tolist()
+    assert labels(None).tolist() == names.tolist()
     (tmp_path / "y.csv").write_text('"species"\n' + "".join("NA\n" if i == 4 else f'"{v}"\n' for i, v in enumerate(names)))
     with pytest.raises(ValueError, match=r"y\.csv: holds missing labels \(e\.g\. on line 6: 'NA'\)"):
         labels(None)  # R's write.csv of a factor with a missing value (NA was a class of its own: a review)
@@ -994,15 +995,13 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
             labels(None)
     classes = np.array(["none", "mild", "severe"])[np.arange(n) % 3]  # names that only look like missing marks
     (tmp_path / "y.csv").write_text("".join(f"{v}\n" for v in classes))
-    with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(mild=0, none=1, severe=2\)"):
-        assert labels(None).tolist() == [[1, 0, 2][i % 3] for i in range(n)]
+    assert labels(None).tolist() == classes.tolist()
     (tmp_path / "y.csv").write_text("label\n" + "".join(f"{v}\n" for v in np.arange(n) % 12) + " \n")
     with warnings.catch_warnings():  # ids under a header, a line of spaces last: ids, not names in string order
         warnings.simplefilter("error")
         assert labels(None).tolist() == (np.arange(n) % 12).tolist()
     pd.Series(names, name="species").to_csv(tmp_path / "y.csv")  # with pandas' index: it was refused
-    with pytest.warns(UserWarning, match=r"labels 0\.\.2 in sorted order \(cat=0, dog=1, emu=2\)"):
-        assert labels(None).tolist() == (np.arange(n) % 3).tolist()
+    assert labels(None).tolist() == names.tolist()
 
     pd.DataFrame(X[:, :1], columns=["g0"]).to_csv(tmp_path / "euro.csv", index=False, sep=";", decimal=",")
     with pytest.raises(ValueError, match=r"euro\.csv: its header names 1 columns and its rows hold 2: an unnamed first "
@@ -1052,7 +1051,7 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
 def test_class_names_in_mat_and_npz_files_are_labels(tmp_path, dataset):
     """Labels stored as text, a MATLAB cell of strings or char matrix (v5 or v7.3) or an .npz string array, were
     "has dtype object, expected integers (encode them with np.unique …)", while --labels files take class names (a
-    trial): they are labels 0..C-1 in sorted order, with the same warning; an empty name is a missing label."""
+    trial): they are class names, as there; an empty name is a missing label."""
     views, y = dataset
     views = [v.toarray() if sp.issparse(v) else v for v in views]  # np.savez would pickle a sparse matrix
     names = np.array(["cat", "dog", "emu"])[y]  # y: 0, 1, 2
@@ -1077,10 +1076,8 @@ def test_class_names_in_mat_and_npz_files_are_labels(tmp_path, dataset):
             refs[i, 0] = item.ref
         f.create_dataset("y", data=refs).attrs["MATLAB_class"] = np.bytes_("cell")
     for path in (*v5, tmp_path / "s.npz", char, cell):
-        with pytest.warns(UserWarning, match=r": y: class names read as labels 0\.\.2 in sorted order \(cat=0, dog=1, "
-                                             r"emu=2\)"):
-            got, labels = load(path)
-        np.testing.assert_array_equal(labels, y)
+        got, labels = load(path)
+        np.testing.assert_array_equal(labels, names)
         _assert_views_equal(got, views)
     names[3] = ""
     np.savez(tmp_path / "e.npz", **{f"view{p}": v for p, v in enumerate(views)}, y=names)

@@ -116,6 +116,40 @@ def test_the_confusion_figure_is_as_wide_as_its_clusters_and_as_tall_as_its_clas
     assert width > 3 * height
 
 
+def test_the_confusion_figure_names_the_classes_and_has_a_colour_bar_and_the_map_a_legend():
+    """Class names were drawn as their ids; the shading had no scale and the counts went at 400 cells; the map had
+    no legend."""
+    from onmsc_dask.report import RunPage, plot_confusion, plot_map
+
+    y = np.arange(600) % 27
+    fig = plot_confusion(y, y, [f"class {c}" for c in range(26)] + ["a name of more than twenty characters"])
+    matrix, bar = fig.axes
+    assert [t.get_text() for t in matrix.get_yticklabels()][-2:] == ["class 25", "a name of more than…"]
+    assert bar.get_ylabel() == "fraction of the label" and len(matrix.texts) == 27  # a count in every non-empty cell
+    page = RunPage(title="t", source="s", view_names=["a"], view_dims=[2], view_metrics=["euclidean"],
+                   labels=y % 3, view_weights=np.ones(1), related_views=np.ones(1, bool), objective=np.ones(2),
+                   readout=np.random.default_rng(0).normal(size=(600, 3)), y=y % 3, class_names=["x", "y", "z"])
+    assert [t.get_text() for t in plot_map(page).axes[1].get_legend().get_texts()] == ["x", "y", "z"]
+    page.y, page.class_names = y, None  # 27 classes: too many colours to list
+    assert all(ax.get_legend() is None for ax in plot_map(page).axes)
+
+
+def test_the_cluster_sizes_go_in_rows_of_twenty_and_one_view_is_one(tmp_path):
+    """45 clusters were one table row scrolled sideways (clusters 27-44 out of sight); "1 views"."""
+    from onmsc_dask.report import RunPage, report_files
+
+    labels = np.arange(450) % 45
+    page = RunPage(title="t", source="s", view_names=["a"], view_dims=[2], view_metrics=["euclidean"], labels=labels,
+                   view_weights=np.ones(1), related_views=np.ones(1, bool), objective=np.ones(2),
+                   readout=np.random.default_rng(0).normal(size=(450, 3)))
+    text = report_files(page)["report.html"].decode()
+    rows = re.findall(r"<tr><th>cluster</th>((?:<th>\d+</th>)+)</tr>", text)
+    assert [re.findall(r"\d+", row) for row in rows] == [[str(c) for c in range(a, b)]
+                                                          for a, b in ((0, 20), (20, 40), (40, 45))]
+    assert all(f'data-key="cluster_sizes.{c}">10<' in text for c in range(45)) and ": <b" in text
+    assert "1 view, <b" in text
+
+
 def test_hungarian_confusion_orders_clusters_by_their_matched_class():
     y = np.array([0, 0, 1, 1, 2, 2, 2])
     labels = np.array([5, 5, 3, 3, 4, 4, 3])
@@ -162,7 +196,7 @@ def test_the_views_table_says_why_a_view_has_no_weight(tmp_path):
                    facts={"parameters": {"tol": 1e-4}})
     write_run_files(tmp_path, report_files(page))
     text = (tmp_path / "report.html").read_text()
-    cells = re.findall(r"<td>(yes[^<]*|no:[^<]*)</td>", text)
+    cells = re.findall(r"<td(?: class=\"words\")?>(yes[^<]*|no:[^<]*)</td>", text)
     assert cells == ["yes", "yes, with μ = 0 (the fusion&#x27;s weight step gives it none)",
                      "no: shares no cluster structure with any other view (…); it is left out of the fusion"], cells
     assert "tol: 0.0001" in text

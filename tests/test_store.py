@@ -172,8 +172,8 @@ def test_mismatched_rows_and_labels_name_the_problem(tmp_path, rng):
 
 
 def test_class_ids_in_an_object_array_are_labels(tmp_path, rng):
-    """pandas' Series.astype(object) of integer ids was "has dtype object, expected integers" (a review); an object
-    array of anything else is still refused."""
+    """pandas' Series.astype(object) of integer ids was "has dtype object, expected integers" (a review); class
+    names are stored as ids with their names; an object array of anything else is still refused."""
     import pandas as pd
 
     y = np.arange(N) % 3
@@ -184,7 +184,12 @@ def test_class_ids_in_an_object_array_are_labels(tmp_path, rng):
     np.testing.assert_array_equal(MultiViewStore.create(tmp_path / "t.zarr", [rng.normal(size=(N, 2))], lists).labels, y)
     with pytest.raises(ValueError, match=r"labels: has shape \(50, 2\), expected a vector"):
         MultiViewStore.create(tmp_path / "u.zarr", [rng.normal(size=(N, 2))], pairs)
-    for bad, said in ((np.array([0, "a"] * (N // 2), object), "has dtype object"),
+    named = MultiViewStore.create(tmp_path / "n.zarr", [rng.normal(size=(N, 2))], pd.Series(["b", "a"] * (N // 2)))
+    assert named.labels.tolist() == [1, 0] * (N // 2) and named.class_names == ["a", "b"]
+    assert MultiViewStore(tmp_path / "s.zarr").class_names is None
+    for bad, said in ((np.array([0, "a"] * (N // 2), object), "mixes class names and numbers"),
+                      (np.array([{}, {}] * (N // 2), object), "has dtype object"),
+                      (np.array(["a", " "] * (N // 2)), r"holds missing labels \(an empty class name, e\.g\. in row 1\)"),
                       (np.array([0, None] * (N // 2), object), r"holds missing values \(None, NaN or NA, e\.g\. in rows "
                                                                r"\[1, 3, 5, 7, 9\]\)"),
                       (np.array([[0], [1, 2]] * (N // 2), object), "holds entries of different lengths"),
