@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from .assign import assign_labels, mean_normalized_cut, readout, refine_labels, warn_isolated_rows
-from .cluster import again_on_lost_data, check_worker_memory, persisted, scattered
+from .cluster import again_on_lost_data, check_worker_memory, one_blas_thread, persisted, scattered
 from .early_fusion import EarlyFusionResult, check_alpha, early_fusion
 from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_components, rank_consensus_affinity,
@@ -463,8 +463,9 @@ class ONMSC(ClusterMixin, BaseEstimator):
                 clear_fitted(self)  # a failed fit leaves no fitted attributes behind
                 raise
 
-        return again_on_lost_data(attempt, "fitting", "fit again once the cluster is steady, or fit from a store "
-                                  "(cache=...), whose tasks read again what a lost worker held", report)
+        with one_blas_thread():
+            return again_on_lost_data(attempt, "fitting", "fit again once the cluster is steady, or fit from a store "
+                                      "(cache=...), whose tasks read again what a lost worker held", report)
 
     def _fit_views(self, views, view_names: Sequence[str] | None, storage_options: dict | None,
                    random_state: int | None, t0: float, report: Callable[[str], None]) -> None:

@@ -25,6 +25,7 @@ from sklearn.cluster import KMeans
 from sklearn.feature_extraction.text import TfidfTransformer
 
 from .assign import assign_labels
+from .cluster import one_blas_thread
 from .early_fusion import EarlyFusionProblem
 from .fusion import converged, full_weights, simplex_qp
 from .graph import COUNTS_MIN_ZERO_FRACTION, NormalizedHighOrderAffinity, value_summary, view_graphs
@@ -77,7 +78,8 @@ class _Baseline(ClusterMixin, BaseEstimator):
         if y is not None and isinstance(views, (list, tuple)):
             check_row_index(list(views), view_names, y)  # a pandas Series y in another row order than the views'
         try:
-            return self._fit(views, y, view_names, storage_options)
+            with one_blas_thread():
+                return self._fit(views, y, view_names, storage_options)
         except BaseException:
             clear_fitted(self)
             raise

@@ -2,7 +2,9 @@
 tasks, kept on the workers; and the scheduler settings of the LocalClusters onmsc-dask starts."""
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -16,6 +18,35 @@ SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
 #: sends of one value to the workers when a worker is lost meanwhile (cluster.scattered), and runs of a computation
 #: (ONMSC.fit, predict and transform) when a worker is lost with what it was sent (again_on_lost_data)
 SEND_ATTEMPTS = FIT_ATTEMPTS = 3
+
+
+_BLAS_LOCK = threading.Lock()
+_blas_owner: list = []  # the thread whose one_blas_thread limit is in force, its limiter, and how deep it is inside
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread in this process while the calling thread is inside (a fit, predict or transform; landmark
+    k-means in a task), as in worker processes, which Dask starts with one BLAS thread; the limits it found are
+    restored when it leaves. Threads that enter meanwhile run under its limit. The threads of the local scheduler and
+    of thread workers ran scikit-learn's k-means side by side, each restoring the limit another had set: the user's
+    process was left on one BLAS thread, and later fits computed with another thread count than earlier ones."""
+    from threadpoolctl import threadpool_limits
+
+    me = threading.current_thread()
+    with _BLAS_LOCK:
+        if not _blas_owner:
+            _blas_owner[:] = [me, threadpool_limits(1, user_api="blas").__enter__(), 0]
+        owner = _blas_owner[0] is me
+        _blas_owner[2] += owner
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _blas_owner[2] -= owner
+            if owner and not _blas_owner[2]:
+                _blas_owner.pop(1).__exit__(None, None, None)  # threadpoolctl: the thread that set them restores them
+                _blas_owner.clear()
 
 
 def active_client() -> Any:

@@ -10,17 +10,14 @@ matrix of landmarks chosen for the purpose (``regression_map``), an approximatio
 from __future__ import annotations
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
-
 from .assign import normalize_rows
-from .cluster import again_on_lost_data, scattered
+from .cluster import again_on_lost_data, one_blas_thread, scattered
 from .rows import read_rows
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
@@ -179,9 +176,6 @@ def _average_anchor_matrix(Zs: list[sp.csr_matrix]) -> sp.csr_matrix:
 
 #: most rows of numpy / sparse input handled at once (bounds the n x m distances of the landmark search)
 BLOCK_ROWS = 8192
-#: held by a predict / transform of numpy input while it limits the process's BLAS to one thread: calls from several
-#: threads at once take turns, as each restores the limits it found (overlapping, the last could restore the other's)
-_BLAS_LIMIT = threading.Lock()
 
 
 def _threads() -> int:
@@ -290,7 +284,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
             raise ValueError(f"store {views.path} holds the fitted views in another order ({list(views.view_names)}, "
                              f"fitted as {list(names)}); views are matched by position: write them in the fit's order")
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
-        with unchanged_store(views):
+        with unchanged_store(views), one_blas_thread():
             return again_on_lost_data(partial(_map_store, ext, views, method), method,
                                       f"call {method} again once the cluster is steady")
     views = view_list(views, names)
@@ -310,7 +304,7 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         return np.empty(0, np.int64) if method == "predict" else np.empty((0, width))
     # one thread per core, each with a one-thread BLAS: the landmark search's GEMM and the rest of each block (argmin,
     # distances, sparse products) run in parallel, with less CPU than one BLAS spread over the cores
-    with _BLAS_LIMIT, threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
+    with one_blas_thread(), ThreadPoolExecutor(threads) as pool:
         return np.concatenate(list(pool.map(lambda b: _block(ext, method, *(X[b[0]:b[1]] for X in views), names=names,
                                                               first_row=b[0]),
                                             _row_blocks(n, threads))))

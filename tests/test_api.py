@@ -1101,3 +1101,42 @@ def test_a_dask_view_of_unknown_chunk_sizes_is_named(two_views, embedding):
     masked = masked[masked[:, 0] > -np.inf]
     with pytest.raises(ValueError, match=r"^view 1 \('b'\): has unknown chunk sizes; call compute_chunk_sizes\(\)"):
         ONMSC(3, embedding=embedding).fit([Y, masked], view_names=["a", "b"])
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_threads_inside_one_blas_thread_leave_the_limits_to_the_caller():
+    """Tasks limiting BLAS in threads of their own (scikit-learn's k-means) while a fit is inside: the fit's thread
+    restores the limits it found when it leaves, whatever the tasks did meanwhile."""
+    import threading
+
+    from threadpoolctl import threadpool_limits
+
+    from onmsc_dask.cluster import one_blas_thread
+
+    both, seen = threading.Barrier(2), []
+
+    def task() -> None:
+        with one_blas_thread():  # a landmark task: under the fit's limit
+            both.wait()
+            with threadpool_limits(1, user_api="blas"):  # scikit-learn's k-means in a task
+                both.wait()
+            both.wait()  # one has restored its limit while the other is inside
+            seen.append(_blas_threads())
+
+    with threadpool_limits(2, user_api="blas"):
+        start = _blas_threads()
+        with one_blas_thread():
+            with one_blas_thread():  # nested in one thread: the inner one leaves the limit in force
+                pass
+            threads = [threading.Thread(target=task) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert seen == [[1] * len(start)] * 2 and _blas_threads() == [1] * len(start)
+        assert _blas_threads() == start

@@ -488,8 +488,8 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     assert sorted(zarr.open_group(store.path / "stages" / "view_graphs", mode="r").keys()) == ["view1", "view2"]
     page = (out / "report.html").read_text()
     reason = next(w for w in report["warnings"] if w.startswith("view 0 ('few'): only 2 distinct rows"))
-    assert ('<td>few</td><td>2</td><td>-</td><td data-key="view_weights.few">0.0000</td><td>no: only 2 distinct rows, '
-            "fewer than n_clusters=3") in page  # the reason, where the cell listed every possible one
+    assert ('<td>few</td><td>2</td><td>-</td><td data-key="view_weights.few">0.0000</td><td class="words">no: only 2 '
+            "distinct rows, fewer than n_clusters=3") in page  # the reason, where the cell listed every possible one
     assert f'"warnings.{report["warnings"].index(reason)}">{html.escape(reason)}</li>' in page
 
 

@@ -170,7 +170,7 @@ blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas
 fit = threading.Thread(target=lambda: out.update(model=ONMSC(10, embedding="anchor", n_landmarks=60, n_init=3,
                                                              random_state=0).fit([V[:600] for V in views])))
 fit.start(); fit.join()
-# two BLAS threads before the calls (the fit's own threaded k-means may leave one), set from a thread too
+# two BLAS threads before the calls, set from a thread too
 reset = threading.Thread(target=lambda: [c.set_num_threads(2) for c in blas])
 reset.start(); reset.join()
 model, new, before = out["model"], [V[600:] for V in views], [c.get_num_threads() for c in blas]
@@ -214,6 +214,45 @@ def test_concurrent_predicts_leave_the_blas_threads_as_they_were(tmp_path):
     if max(before) == 1:
         pytest.skip("the BLAS runs one thread here: a limit of one cannot be left behind")
     assert after == before
+
+
+FITS = """
+import json
+import numpy as np
+from threadpoolctl import threadpool_info
+from onmsc_dask.api import ONMSC
+from onmsc_dask.baselines import SingleBestView
+from onmsc_dask.datasets import load_digits_views
+
+blas = lambda: [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+views, seen = [v[:500] for v in load_digits_views()[0]], []
+before = blas()
+fits = [ONMSC(5, random_state=0).fit(views) for _ in range(4)]
+seen.append(blas())
+SingleBestView(5, random_state=0).fit(views)
+fits[0].predict(views)
+seen.append(blas())
+print(json.dumps([before, seen, all(np.array_equal(f.embedding_, fits[0].embedding_) for f in fits)]))
+"""
+
+
+def test_fits_leave_the_processs_blas_threads_as_they_found_them(tmp_path):
+    """Threads of the local scheduler ran scikit-learn's k-means side by side, each restoring the BLAS limit another
+    had set: a fit of 500 digits left the process on one BLAS thread (about one fit in two, a trial), and later fits
+    computed with another thread count than earlier ones (embeddings bitwise different). Run in a fresh process,
+    whose main thread sets no limit (a limit set there shields the fits from the race)."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "fits.py"
+    script.write_text(FITS)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    before, seen, same = json.loads(run.stdout.strip().splitlines()[-1])
+    if max(before) == 1:
+        pytest.skip("the BLAS runs one thread here: a limit of one cannot be left behind")
+    assert seen == [before, before] and same
 
 
 def test_knn_extension_agrees_with_the_fit():
