@@ -35,7 +35,7 @@ import numpy as np
 
 from .cluster import SCHEDULER_CONFIG, WorkersLost
 from .datasets import DATASETS
-from .outputs import RUN_FILES, labels_files, write_run_files
+from .outputs import RUN_FILES, check_run_files, labels_files, write_run_files
 from .progress import Progress, counted
 from .validation import SEED_MAX, user_warning
 
@@ -325,8 +325,9 @@ OUTPUTS = ("views.zarr", *RUN_FILES)
 
 def _check_out(args: argparse.Namespace) -> None:
     """--out neither holds an input (or a file inside an input directory) under a name the run writes, itself or
-    through a symbolic link (but DIR/views.zarr given as --data, which the run uses as it is), nor lies inside an
-    input directory or store (the run would change the input it is given)."""
+    through a symbolic link (but DIR/views.zarr given as --data, which the run uses as it is), nor a directory where
+    it writes a file (check_run_files), nor lies inside an input directory or store (the run would change the input
+    it is given)."""
     out = args.out.resolve()
     given = _given_store(args)
     inputs = {p.resolve(): p for p in [*(args.data or []), *([args.labels] if args.labels is not None else [])]
@@ -341,6 +342,7 @@ def _check_out(args: argparse.Namespace) -> None:
         if path is not None and not (path == given and name == "views.zarr"):
             raise ValueError(f"--out {args.out} holds the input {path}, or a file inside it, which the run would "
                              f"overwrite with its {name}; give another --out")
+    check_run_files(args.out)
 
 
 def _given_store(args: argparse.Namespace) -> Path | None:

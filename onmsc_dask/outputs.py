@@ -10,19 +10,39 @@ import numpy as np
 RUN_FILES = ("report.json", "report.html", "convergence.png", "labels.npy", "labels.csv")
 
 
+def _partial(out: Path, name: str) -> Path:
+    """Where `name` is written before it is renamed into place."""
+    return out / f".{name}.onmsc-dask-partial"
+
+
+def check_run_files(out: Path, names: tuple[str, ...] = RUN_FILES) -> None:
+    """ValueError when a directory stands where a run writes one of `names` in `out` (or writes it aside first): the
+    run would end there after its fit, every time."""
+    for name in names:
+        for path in (out / name, _partial(out, name)):
+            if path.is_dir() and not path.is_symlink():
+                raise ValueError(f"{path} is a directory, where the run writes its {name}"
+                                 f"{'' if path.name == name else ' before renaming it'}; move it away")
+
+
 def write_run_files(out: Path, files: dict[str, bytes], earlier: tuple[str, ...] = RUN_FILES) -> None:
-    """Put `files` (name: content) into `out` as one run's outputs: every file of `earlier` (a run's file names) an
-    earlier run left is removed first (a symbolic link, not its target), and each file is written aside and renamed
-    into place, so `out` never holds a half-written file, nor files of two runs."""
-    for name in earlier:
-        (out / name).unlink(missing_ok=True)
-    for name, content in files.items():
-        partial = out / f".{name}.onmsc-dask-partial"
-        try:
-            partial.write_bytes(content)
-            partial.replace(out / name)
-        finally:
-            partial.unlink(missing_ok=True)
+    """Put `files` (name: content) into `out` as one run's outputs: each is written aside first (check_run_files),
+    then every file of `earlier` (a run's file names) an earlier run left is removed (a symbolic link, not its
+    target) and the new ones are renamed into place, so `out` never holds a half-written file, nor files of two
+    runs, and a file that cannot be written leaves the earlier run's as they were."""
+    check_run_files(out, tuple(files))
+    written = []
+    try:
+        for name, content in files.items():
+            _partial(out, name).write_bytes(content)
+            written.append(name)
+        for name in earlier:
+            (out / name).unlink(missing_ok=True)
+        for name in files:
+            _partial(out, name).replace(out / name)
+    finally:
+        for name in written:
+            _partial(out, name).unlink(missing_ok=True)
 
 
 def labels_files(labels: np.ndarray) -> dict[str, bytes]:

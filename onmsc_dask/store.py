@@ -412,7 +412,7 @@ class MultiViewStore:
         params = _to_json(params, "params")
         digest = _params_hash(params)
         root = _open_group(self.path, "r+")
-        stages = root.require_group("stages")
+        stages = _stages_group(self.path, root)
         try:
             same = _stage_group(root, stage).attrs.get("params_hash") == digest
         except (KeyError, _Unreadable):  # absent, or metadata that cannot be parsed: written anew
@@ -892,6 +892,18 @@ def _stage_group(root: zarr.Group, stage: str) -> zarr.Group:
         return root[key]
     except (ValueError, TypeError) as exc:  # the JSON parser's errors, zarr's on invalid metadata (not I/O errors)
         raise _Unreadable(f"its metadata cannot be read: {type(exc).__name__}: {exc}") from exc
+
+
+def _stages_group(path: Path | Location, root: zarr.Group) -> zarr.Group:
+    """The group ``stages`` of the store at `path` (`root`, open for writing), made anew when its zarr.json cannot
+    be parsed or a file stands in its place: that file says nothing else (each stage has its own metadata and is
+    found by listing), so the stages in it are kept."""
+    try:
+        return root.require_group("stages")
+    except (ValueError, TypeError, FileExistsError, NotADirectoryError):  # the JSON parser's, zarr's; a file there
+        fs, folder = _files(path, "stages")
+        fs.rm(folder if fs.isfile(folder) else f"{folder}/zarr.json")
+        return root.require_group("stages")
 
 
 def _open_group(path: Path | Location, mode: str) -> zarr.Group:

@@ -51,6 +51,7 @@ from onmsc_dask.cli import (Terminated, cluster_count, connect, failure_line, on
                             worker_failures)
 from onmsc_dask.cluster import SCHEDULER_CONFIG
 from onmsc_dask.io import load_mnist_dir, mnist_header, mnist_splits
+from onmsc_dask.outputs import RUN_FILES, check_run_files, labels_files, write_run_files
 from onmsc_dask.progress import Progress, counted
 from onmsc_dask.store import MultiViewStore
 from onmsc_dask.validation import check_landmarks, check_n_clusters, check_n_components
@@ -462,6 +463,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not mnist_splits(args.data_dir):
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     check_parameters(args, parser)
+    check_run_files(args.out, (*RUN_FILES, "anchor_sweep.png"))
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
     with ExitStack() as cluster, ExitStack() as stack:
@@ -475,7 +477,6 @@ def main(argv: list[str] | None = None) -> dict:
         built = start_build(args, cluster)
         for name in FIT_MODULES:
             importlib.import_module(name)
-        from onmsc_dask.outputs import RUN_FILES, labels_files, write_run_files
         from onmsc_dask.report import figures, report_files, scores_line, sizes_line
 
         stack.enter_context(blas_threads(args))

@@ -744,6 +744,17 @@ def test_connect_waits_its_own_timeout_and_says_when_it_waits_for_a_worker(sched
         assert lines[2:] == [f"connecting to the Dask scheduler at {scheduler} (trying for up to 10 s)"]
 
 
+def test_a_directory_where_the_run_writes_a_file_is_said_before_the_fit(tmp_path, capsys):
+    """OUT/labels.npy a directory: the run fitted, then stopped writing its results, every time, and an earlier
+    run's results were already removed."""
+    out = tmp_path / "out"
+    (out / "labels.npy").mkdir(parents=True)
+    assert main(["run", "--dataset", "digits", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"error: {out / 'labels.npy'} is a directory, where the run writes its labels.npy; move it "
+                        "away\n") and "fitting" not in err and not (out / "views.zarr").exists()
+
+
 def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsys, monkeypatch):
     """--storage-options without a URL, a URL scheme that is not installed and --view-names with a store are known from
     the arguments: the one-line error comes at once, not after SCHEDULER_TIMEOUT spent connecting (here to a closed

@@ -153,6 +153,29 @@ def test_a_stage_whose_metadata_cannot_be_parsed_is_recomputed(fitted, tmp_path,
     assert fit_store(copy, 10, **OOC).computed_stages == []
 
 
+@pytest.mark.parametrize("damage", ["unparseable", "a file"])
+def test_the_stages_group_made_unparseable_or_a_file_is_made_anew(fitted, tmp_path, damage):
+    """stages/zarr.json unparseable: every rerun read the finished stages, then stopped writing the results with the
+    JSON parser's bare message; a file in place of stages/: every rerun computed every stage, then stopped with
+    'file exists'. That file holds nothing of the stages: it is made anew, the stages in it kept."""
+    path, labels = fitted
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(path, copy)
+    if damage == "unparseable":
+        (copy / "stages" / "zarr.json").write_text("{")
+    else:
+        shutil.rmtree(copy / "stages")
+        (copy / "stages").write_text("")
+    store = MultiViewStore(copy)
+    store.write_result("report", "sizes", np.arange(3), {"k": 10})  # as the CLI writes its results after the fit
+    store.mark_complete("report")
+    assert sorted(store.finished_stages()) == sorted([*STAGES, "report"] if damage == "unparseable" else ["report"])
+    np.testing.assert_array_equal(store.read_result("report", "sizes"), np.arange(3))
+    result = fit_store(copy, 10, **OOC)
+    assert result.computed_stages == ([] if damage == "unparseable" else list(STAGES))
+    np.testing.assert_array_equal(result.labels, labels)
+
+
 def test_an_in_memory_run_writes_a_stage_whose_metadata_cannot_be_parsed_again(tmp_path, capsys):
     """The CLI's in-memory stages: the run used to print its results, then fail writing them ('Expecting property
     name enclosed in double quotes'), leaving the previous run's labels, on every rerun."""

@@ -37,3 +37,33 @@ def test_run_files_replace_an_earlier_runs_as_one_set(tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.load(tmp_path / "labels.npy"), [0, 1, 1])
     assert (tmp_path / "labels.csv").read_text() == "sample,cluster\n0,0\n1,1\n2,1\n"
     assert (tmp_path / "mine.csv").read_text() == "the user's" and not (tmp_path / "labels.csv").is_symlink()
+
+
+def test_a_file_that_cannot_be_written_leaves_the_earlier_runs_files(tmp_path, monkeypatch):
+    """The earlier run's files were removed before the new ones were written: a new file that could not be written
+    (a full disk, a directory in its way) left no results at all. A directory where a file goes is said first."""
+    for name in RUN_FILES:
+        (tmp_path / name).write_text("an earlier run")
+    files = {"report.json": b"{}", **labels_files(np.array([0, 1, 1]))}
+    real, written = Path.write_bytes, []
+
+    def full(self, data):
+        written.append(self.name)
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_run_files(tmp_path, files)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(RUN_FILES)
+    assert all((tmp_path / name).read_text() == "an earlier run" for name in RUN_FILES)
+    for way in (tmp_path / ".labels.csv.onmsc-dask-partial", tmp_path / "labels.npy"):
+        (tmp_path / "labels.npy").unlink(missing_ok=True)
+        way.mkdir()
+        with pytest.raises(ValueError, match=f"{way} is a directory, where the run writes its labels\\.(csv before "
+                                             "renaming it|npy); move it away$"):
+            write_run_files(tmp_path, files)
+        assert sorted(p.name for p in tmp_path.iterdir() if p != way) == sorted(set(RUN_FILES) - {"labels.npy"})
+        way.rmdir()
