@@ -20,7 +20,7 @@ import zlib
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import h5py
 import numpy as np
@@ -543,9 +543,9 @@ def load_view_files(
         views = _check_rows(views, ", ".join(map(str, paths)), view_file_names(paths) if names is None else names)
     if y_path is None:
         return views, None
-    n = views[0].shape[0]
+    n, lines = views[0].shape[0], []
     try:
-        y = _read_view_file(Path(y_path))
+        y = _read_csv(Path(y_path), lines) if Path(y_path).suffix.lower() == ".csv" else _read_view_file(Path(y_path))
     except ValueError as exc:
         if "could not convert string" not in str(exc):  # words where numbers go: class names
             raise
@@ -556,7 +556,8 @@ def load_view_files(
                          "a header (pandas writes 0 for an unnamed Series), name the column, e.g. "
                          "y.to_csv(path, header=['label'], index=False), or remove it")
     with _hint("".join(_numeric_header_hint(Path(path)) for path in paths) if len(y) == n - 1 else ""):
-        return views, _checked_labels(y, n, str(y_path))
+        return views, _checked_labels(y, n, str(y_path), lambda row: f"line {lines[row]}" if len(lines) == len(y)
+                                      else f"row {row}")  # a CSV read as numbers: its lines
 
 
 @contextmanager
@@ -639,10 +640,12 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
     return np.array([float(name) for name in names]) if ids else np.array(names)  # ids: all numbers once none missing
 
 
-def _checked_labels(y: Any, n_samples: int | None, source: str) -> np.ndarray:
-    """Labels read from `source`, checked by store.encode_labels: int64 class ids (-1 beside 0 said), or class names
-    as strings, surrounding spaces stripped (names differing only in case said)."""
-    ids, classes = encode_labels(y, n_samples, name=source)
+def _checked_labels(y: Any, n_samples: int | None, source: str,
+                    row_label: Callable[[int], str] = "row {}".format) -> np.ndarray:
+    """Labels read from `source`, checked by store.encode_labels (`row_label` names an entry's place): int64 class
+    ids (-1 beside 0 said), or class names as strings, surrounding spaces stripped (names differing only in case
+    said)."""
+    ids, classes = encode_labels(y, n_samples, name=source, row_label=row_label)
     if classes is None:
         return _unlabelled_mark(ids, source)
     alike = Counter(name.casefold() for name in classes)
@@ -796,9 +799,10 @@ def _csv_hint(first: str, line: int, message: str) -> str:
     return ""
 
 
-def _read_csv(path: Path) -> np.ndarray:
-    """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`)."""
-    line, first, lines = 0, "", []  # lines: the file line of each data row
+def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
+    """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`);
+    `lines` is given the file line of each row."""
+    line, first, lines = 0, "", [] if lines is None else lines  # lines: the file line of each data row
     with path.open(encoding="utf-8-sig", errors="replace") as f:
         excel = _excel_line(f.readline())
     if excel and excel[1] != ",":

@@ -73,7 +73,8 @@ def is_missing(value: Any) -> bool:
     return value is None or isinstance(value, float) and value != value or type(value).__name__ in ("NAType", "NaTType")
 
 
-def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> tuple[np.ndarray, list[str] | None]:
+def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
+                  row_label: Callable[[int], str] = "row {}".format) -> tuple[np.ndarray, list[str] | None]:
     """Labels `y` (integer ids, or class names) as a new 1-D int64 array (:func:`as_labels`) and, for class names,
     the name of each id 0..C-1 (the names' sorted order; else None)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)
@@ -85,17 +86,19 @@ def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels")
                 raise ValueError(f"{name}: mixes class names and numbers; give one kind of label")
             y = np.array(values, dtype=str).reshape(y.shape)
     if y.dtype.kind not in "US":
-        return as_labels(y, n_samples, name=name), None
+        return as_labels(y, n_samples, name=name, row_label=row_label), None
     names = np.char.strip(y.astype(str))
     if names.size and not names.all():
         raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
                          f"{int(np.flatnonzero(names.ravel() == '')[0])}); every sample needs a label")
     classes, ids = np.unique(names, return_inverse=True)
-    return as_labels(ids.reshape(names.shape), n_samples, name=name), classes.tolist()
+    return as_labels(ids.reshape(names.shape), n_samples, name=name, row_label=row_label), classes.tolist()
 
 
-def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> np.ndarray:
-    """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them)."""
+def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
+              row_label: Callable[[int], str] = "row {}".format) -> np.ndarray:
+    """Return `y` as a new 1-D int64 array, checking it holds integers (and `n_samples` of them); `row_label` names
+    the place of entry i in a message (a file's line)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)  # MATLAB may save a label vector sparse
     if y.dtype == object and y.size:  # e.g. pandas' .astype(object) of class ids
         gaps = [i for i, v in enumerate(y.ravel().tolist()) if is_missing(v)]
@@ -118,8 +121,8 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels") -> 
             raise ValueError(f"{name}: holds missing values (NaN, e.g. in rows {missing[:5].tolist()}); every sample "
                              "needs a label")
         row = np.flatnonzero(~np.isfinite(y) | (y != np.round(y)))[0]
-        raise ValueError(f"{name}: holds non-integer values (e.g. {y[row]} in row {row}); labels are integer class "
-                         "ids")
+        raise ValueError(f"{name}: holds non-integer values (e.g. {y[row]} at {row_label(row)}); labels are integer "
+                         "class ids")
     if y.dtype.kind not in "biuf":
         raise ValueError(
             f"{name}: has dtype {y.dtype}, expected integers "

@@ -646,7 +646,8 @@ def test_empty_and_header_only_csv_files_are_named(tmp_path):
                    r"number"),
     ("0,1\n1,0\n2,2\n", r"y\.csv: has shape \(3, 2\), expected a vector \(labels are one column of class ids or "
                         r"names, one per sample\)"),
-    ("0\n1.5\n1\n", r"y\.csv: holds non-integer values \(e\.g\. 1\.5 in row 1\); labels are integer class ids"),
+    ("0\n1.5\n1\n", r"y\.csv: holds non-integer values \(e\.g\. 1\.5 at line 2\); labels are integer class ids"),
+    ("label\n0\n\n1\n2.5\n", r"y\.csv: holds non-integer values \(e\.g\. 2\.5 at line 5\)"),  # was "in row 2"
 ])
 def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):
     """Text that is not one class name per sample used to give only 'not a numeric CSV file', NaN labels 'holds
