@@ -20,33 +20,20 @@ SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
 SEND_ATTEMPTS = FIT_ATTEMPTS = 3
 
 
-_BLAS_LOCK = threading.Lock()
-_blas_owner: list = []  # the thread whose one_blas_thread limit is in force, its limiter, and how deep it is inside
+_BLAS_CALLS = threading.RLock()
 
 
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """BLAS on one thread in this process while the calling thread is inside (a fit, predict or transform; landmark
-    k-means in a task), as in worker processes, which Dask starts with one BLAS thread; the limits it found are
-    restored when it leaves. Threads that enter meanwhile run under its limit. The threads of the local scheduler and
-    of thread workers ran scikit-learn's k-means side by side, each restoring the limit another had set: the user's
-    process was left on one BLAS thread, and later fits computed with another thread count than earlier ones."""
+    """BLAS on one thread in this process for a fit, predict or transform, as in worker processes (which Dask starts
+    with one BLAS thread), and the limits it found restored after. Calls from several threads take turns (one
+    thread's may nest): overlapping limits restore each other's, and threadpoolctl lets one thread at a time set
+    OpenBLAS's. Without it the threads of the local scheduler ran scikit-learn's k-means side by side, each
+    restoring the limit another had set, and the user's process was left on one BLAS thread."""
     from threadpoolctl import threadpool_limits
 
-    me = threading.current_thread()
-    with _BLAS_LOCK:
-        if not _blas_owner:
-            _blas_owner[:] = [me, threadpool_limits(1, user_api="blas").__enter__(), 0]
-        owner = _blas_owner[0] is me
-        _blas_owner[2] += owner
-    try:
+    with _BLAS_CALLS, threadpool_limits(1, user_api="blas"):
         yield
-    finally:
-        with _BLAS_LOCK:
-            _blas_owner[2] -= owner
-            if owner and not _blas_owner[2]:
-                _blas_owner.pop(1).__exit__(None, None, None)  # threadpoolctl: the thread that set them restores them
-                _blas_owner.clear()
 
 
 def active_client() -> Any:

@@ -11,7 +11,6 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 from sklearn.metrics import pairwise_distances_chunked
 
-from .cluster import one_blas_thread
 from .validation import (METRICS, UNIT_ROW_METRICS, check_distinct_samples, check_n_clusters, check_n_neighbors,
                          check_views, metric_list, row_ids, user_warning, view_label, warn_zero_rows, width_label,
                          zero_rows)
@@ -369,13 +368,15 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
     (k-means would repeat centres), so there can be fewer landmarks than asked. k-means runs on one thread, as in a
     Dask worker process (OMP_NUM_THREADS=1): its sums depend on the thread count, and the landmarks, the anchor
     graph's ties and so the labels with them, were not the same on the threaded scheduler and on worker processes."""
+    from threadpoolctl import threadpool_limits
+
     if init not in LANDMARK_INITS:
         raise ValueError(f"landmark init must be one of {LANDMARK_INITS}, got {init!r}")
     if metric == "standardized" and scale is None:
         raise ValueError("standardized landmarks need the whole view's column_scale, not the sample's")
     sparse = sp.issparse(samples[0])
     sample = _prepare(sp.vstack(samples, format="csr") if sparse else np.concatenate(samples), metric, scale)
-    with one_blas_thread():
+    with threadpool_limits(1):
         centres = _centres(sample, n_landmarks, seed, init)
     return _prepare(centres, "cosine") if metric in UNIT_ROW_METRICS else centres
 

@@ -1109,34 +1109,30 @@ def _blas_threads() -> list[int]:
     return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
 
-def test_threads_inside_one_blas_thread_leave_the_limits_to_the_caller():
-    """Tasks limiting BLAS in threads of their own (scikit-learn's k-means) while a fit is inside: the fit's thread
-    restores the limits it found when it leaves, whatever the tasks did meanwhile."""
+def test_one_blas_thread_calls_take_turns_and_restore_what_they_found():
+    """A call nested in one thread keeps the limit; a call from another thread waits for the first to return (they
+    used to overlap, and the first to return left the other on the full BLAS: an IndexError at its end)."""
     import threading
 
     from threadpoolctl import threadpool_limits
 
     from onmsc_dask.cluster import one_blas_thread
 
-    both, seen = threading.Barrier(2), []
+    order = []
 
-    def task() -> None:
-        with one_blas_thread():  # a landmark task: under the fit's limit
-            both.wait()
-            with threadpool_limits(1, user_api="blas"):  # scikit-learn's k-means in a task
-                both.wait()
-            both.wait()  # one has restored its limit while the other is inside
-            seen.append(_blas_threads())
+    def other() -> None:
+        with one_blas_thread():
+            order.append("other")
 
     with threadpool_limits(2, user_api="blas"):
         start = _blas_threads()
         with one_blas_thread():
-            with one_blas_thread():  # nested in one thread: the inner one leaves the limit in force
+            with one_blas_thread():
                 pass
-            threads = [threading.Thread(target=task) for _ in range(2)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            assert seen == [[1] * len(start)] * 2 and _blas_threads() == [1] * len(start)
-        assert _blas_threads() == start
+            assert _blas_threads() == [1] * len(start)
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join(0.5)
+            order.append("first")
+        thread.join()
+        assert order == ["first", "other"] and _blas_threads() == start
