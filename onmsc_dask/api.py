@@ -168,7 +168,7 @@ def cache_store(cache, views, names: list[str] | None, storage_options: dict | N
             store = views.copy(where, stages=False, overwrite=True)
             store.update_metadata(input=token)
             return store
-        views, y, names = [views.view_dask(p) for p in range(views.n_views)], views.labels, views.view_names
+        views, y, names = [views.view_dask(p) for p in range(views.n_views)], views.given_labels, views.view_names
     else:
         y = None
     return MultiViewStore.create(where, views, y, view_names=names, metadata={"input": token}, overwrite=True)

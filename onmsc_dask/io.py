@@ -67,9 +67,7 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     if path.is_dir():
         if is_store(path):
             store = MultiViewStore(path)
-            y = store.labels
-            named = y is not None and store.class_names is not None
-            return [store.read_view(p) for p in range(store.n_views)], np.asarray(store.class_names)[y] if named else y
+            return [store.read_view(p) for p in range(store.n_views)], store.given_labels
         splits = mnist_splits(path)
         if not splits:
             raise ValueError(

@@ -26,6 +26,8 @@ from .validation import view_label
 
 #: samples drawn in the 2-D map at most, thumbnails per cluster, colours the map's legend lists at most
 MAP_POINTS, THUMBNAILS, LEGEND = 5000, 12, 12
+#: non-empty cells of the confusion matrix whose counts are drawn at most (each is a text to lay out: 10,000 took 28 s)
+COUNTED_CELLS = 1000
 #: resolution of every figure
 FIGURE_DPI = 90
 #: why a view has weight 0: left out before the graphs (validation.informative_views), or of the fusion
@@ -219,8 +221,9 @@ def plot_map(page: RunPage) -> Figure:
 
 
 def plot_confusion(y: np.ndarray, labels: np.ndarray, class_names: list[str] | None = None) -> Figure:
-    """The Hungarian-ordered confusion matrix, counts in the cells, shaded by the fraction of the class (with its
-    colour bar); the classes named by `class_names` (of ids 0..C-1), shortened to 20 characters."""
+    """The Hungarian-ordered confusion matrix, shaded by the fraction of the class (with its colour bar), counts in
+    its cells while at most COUNTED_CELLS are non-empty; the classes named by `class_names` (of ids 0..C-1),
+    shortened to 20 characters."""
     counts, classes, clusters, _ = hungarian_confusion(y, labels)
     names = [str(c) if class_names is None else class_names[c] for c in classes]
     names = [name if len(name) <= 20 else name[:19] + "…" for name in names]
@@ -229,10 +232,11 @@ def plot_confusion(y: np.ndarray, labels: np.ndarray, class_names: list[str] | N
     ax = fig.add_subplot()
     image = ax.imshow(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1), cmap="Blues", vmin=0, vmax=1)
     fig.colorbar(image, ax=ax, shrink=min(1.0, 3 / rows) if rows > 3 else 1.0, label="fraction of the label")
-    for (i, j), c in np.ndenumerate(counts):
-        if c:
-            ax.text(j, i, str(c), ha="center", va="center", fontsize=7 if c < 1000 else 5,
-                    color="white" if c > counts[i].sum() / 2 else "black")
+    cells = np.argwhere(counts)
+    for i, j in cells if len(cells) <= COUNTED_CELLS else ():
+        c = counts[i, j]
+        ax.text(j, i, str(c), ha="center", va="center", fontsize=7 if c < 1000 else 5,
+                color="white" if c > counts[i].sum() / 2 else "black")
     ax.set_xticks(range(len(clusters)), [str(c) for c in clusters], fontsize=9)
     ax.set_yticks(range(len(classes)), names, fontsize=9)
     ax.set(xlabel="cluster (in the order of the matched label)", ylabel="label")

@@ -76,7 +76,7 @@ def is_missing(value: Any) -> bool:
 def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
                   row_label: Callable[[int], str] = "row {}".format) -> tuple[np.ndarray, list[str] | None]:
     """Labels `y` (integer ids, or class names) as a new 1-D int64 array (:func:`as_labels`) and, for class names,
-    the name of each id 0..C-1 (the names' sorted order; else None)."""
+    the name of each id 0..C-1 (the names' sorted order, numbers' order for names that are all numbers; else None)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)
     if y.dtype == object and y.size:
         values = y.ravel().tolist()
@@ -87,11 +87,20 @@ def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
             y = np.array(values, dtype=str).reshape(y.shape)
     if y.dtype.kind not in "US":
         return as_labels(y, n_samples, name=name, row_label=row_label), None
-    names = np.char.strip(y.astype(str))
+    try:
+        names = np.char.strip(np.char.decode(y, "utf-8") if y.dtype.kind == "S" else y.astype(str))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: class names given as bytes that are not UTF-8 text ({exc.reason}); give them as "
+                         "text") from None
     if names.size and not names.all():
         raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
                          f"{int(np.flatnonzero(names.ravel() == '')[0])}); every sample needs a label")
-    classes, ids = np.unique(names, return_inverse=True)
+    classes = np.unique(names)
+    try:  # names that are all numbers ("1", "2", "10") in their numbers' order
+        classes = classes[np.argsort([float(c) for c in classes], kind="stable")]
+    except ValueError:
+        pass
+    ids = np.argsort(classes)[np.searchsorted(classes, names, sorter=np.argsort(classes))]
     return as_labels(ids.reshape(names.shape), n_samples, name=name, row_label=row_label), classes.tolist()
 
 
@@ -191,7 +200,10 @@ class MultiViewStore:
             self.view_names = [str(v) for v in attrs["view_names"]]
             self.metadata = dict(attrs.get("metadata", {}))
             names = attrs.get("class_names")
-            self.class_names = None if names is None else [str(name) for name in names]
+            if names is not None and not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
+                raise _StoreMismatch(f"store at {self.path}: attribute class_names is {names!r:.80}, not a list of "
+                                     "class names")
+            self.class_names = names
             stored = sorted(self._root["views"].keys(), key=lambda key: (len(key), key))
             if stored != [str(p) for p in range(len(self.view_names))]:
                 raise _StoreMismatch(f"store at {self.path}: attribute view_names lists {len(self.view_names)} "
@@ -326,7 +338,17 @@ class MultiViewStore:
                              f"{type(exc).__name__}: {exc})") from exc
         if (labels == _LABEL_FILL).any():  # a missing chunk file reads as the fill value
             raise ValueError(f"store {self.path}: labels are damaged (a chunk file was deleted)")
+        if self.class_names is not None and labels.size and not 0 <= labels.min() <= labels.max() < len(
+                self.class_names):
+            raise ValueError(f"store {self.path}: its labels hold ids {labels.min()}..{labels.max()}, but attribute "
+                             f"class_names names {len(self.class_names)} classes")
         return labels
+
+    @property
+    def given_labels(self) -> np.ndarray | None:
+        """The labels as they were given: class names (strings) when the store keeps them, else ``labels``."""
+        labels = self.labels
+        return labels if labels is None or self.class_names is None else np.asarray(self.class_names)[labels]
 
     def is_sparse(self, p: int) -> bool:
         """Whether view `p` is stored as CSR."""

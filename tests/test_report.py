@@ -132,6 +132,8 @@ def test_the_confusion_figure_names_the_classes_and_has_a_colour_bar_and_the_map
     assert [t.get_text() for t in plot_map(page).axes[1].get_legend().get_texts()] == ["x", "y", "z"]
     page.y, page.class_names = y, None  # 27 classes: too many colours to list
     assert all(ax.get_legend() is None for ax in plot_map(page).axes)
+    many = np.arange(20_000) % 100  # 100 x 100 non-empty cells: no counts (laying out 10,000 texts took 28 s)
+    assert not plot_confusion(many, np.random.default_rng(0).permutation(many)).axes[0].texts
 
 
 def test_the_cluster_sizes_go_in_rows_of_twenty_and_one_view_is_one(tmp_path):

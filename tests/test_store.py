@@ -199,6 +199,37 @@ def test_class_ids_in_an_object_array_are_labels(tmp_path, rng):
             MultiViewStore.create(tmp_path / "t.zarr", [rng.normal(size=(N, 2))], bad)
 
 
+def test_class_names_are_kept_in_copies_and_caches_and_checked_on_open(tmp_path, rng):
+    """A URL cache of a store was written from its ids, the names lost; class_names that do not fit the labels gave
+    a bare IndexError where they were used; bytes that are UTF-8 text were an ascii error; names that are numbers
+    took the text order ('1', '10', '2')."""
+    import zarr
+
+    from onmsc_dask.api import cache_store
+    from onmsc_dask.io import load
+
+    views = [rng.normal(size=(N, 2))]
+    y = np.array(["dog", "cat"] * (N // 2))
+    store = MultiViewStore.create("memory://bucket/named.zarr", views, y)
+    for cache in (cache_store("memory://bucket/cache.zarr", store, None), cache_store(tmp_path / "c.zarr", store, None)):
+        assert cache.class_names == ["cat", "dog"] and cache.given_labels.tolist() == y.tolist()
+    local = MultiViewStore.create(tmp_path / "s.zarr", views, y)
+    assert MultiViewStore(local.copy(tmp_path / "copy.zarr").path).given_labels.tolist() == y.tolist()
+    zarr.open_group(tmp_path / "s.zarr", mode="r+").attrs["class_names"] = ["cat"]
+    with pytest.raises(ValueError, match=r"s\.zarr: its labels hold ids 0\.\.1, but attribute class_names names 1 "
+                                         r"classes"):
+        load(tmp_path / "s.zarr")
+    zarr.open_group(tmp_path / "s.zarr", mode="r+").attrs["class_names"] = "abc"
+    with pytest.raises(ValueError, match=r"attribute class_names is 'abc', not a list of class names"):
+        MultiViewStore(tmp_path / "s.zarr")
+    numbers = MultiViewStore.create(tmp_path / "n.zarr", views, np.array(["10", "2", "1", "2"] * (N // 4) + ["1"] * 2))
+    assert numbers.class_names == ["1", "2", "10"] and numbers.labels[:4].tolist() == [2, 1, 0, 1]
+    encoded = MultiViewStore.create(tmp_path / "b.zarr", views, np.array(["é".encode(), b"b"] * (N // 2)))
+    assert encoded.class_names == ["b", "é"]
+    with pytest.raises(ValueError, match=r"labels: class names given as bytes that are not UTF-8 text"):
+        MultiViewStore.create(tmp_path / "x.zarr", views, np.array([b"\xff", b"b"] * (N // 2)))
+
+
 def test_default_chunk_rows():
     assert _default_chunk_rows([np.zeros((3000, 4))], 3000) == 3000  # capped at n
     wide = da.zeros((100_000, 20_000), dtype=np.float64, chunks=(1000, 20_000))
