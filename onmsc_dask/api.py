@@ -509,7 +509,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         if self.fusion == "early":
             self._fit_early(graph_inputs, names, random_state, t0)
         elif anchor:
-            kept = [kept[p] for p in self._fit_anchor(views, names, metric, random_state, t0, report,
+            kept = [kept[p] for p in self._fit_anchor(views, names, metric, random_state, report,
                                                       storage_options)]
             self._finish_fit()
         else:
@@ -525,7 +525,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.feature_names_in_ = columns or [None] * n_views
         self.view_names_ = input_names
 
-    def _fit_anchor(self, views, names: list[str] | None, metric: str | list[str], random_state: int | None, t0: float,
+    def _fit_anchor(self, views, names: list[str] | None, metric: str | list[str], random_state: int | None,
                     report: Callable[[str], None], storage_options: dict | None) -> list[int]:
         """ONMSC-LF on anchor graphs: the chain of outofcore.py over the views' row chunks (rows.py), its stages
         resumed from and written to ``cache`` when given. Returns the positions of the views fitted: all, or when

@@ -103,8 +103,9 @@ class EarlyFusionProblem:
         neighbourhood = mu @ self.R @ mu - 2 * mu @ self.compressions(P) @ lam + self.order * lam @ lam
         return float(spectral + neighbourhood + self.alpha * mu @ self.M @ mu)
 
-    def update_h(self, P: np.ndarray, lam: np.ndarray) -> np.ndarray:
-        """(a) argmin_{H^T H = I} tr(H^T (I - P Lam P^T) H): the top-k eigenvectors of P Lam P^T, i.e. P."""
+    def update_h(self, P: np.ndarray) -> np.ndarray:
+        """(a) argmin_{H^T H = I} tr(H^T (I - P Lam P^T) H): the top-k eigenvectors of P Lam P^T, i.e. P (for any
+        Lam >= 0 of P's columns)."""
         return P.copy()
 
     def update_p_lambda(self, mu: np.ndarray, H: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -131,12 +132,12 @@ def early_fusion(affinities: Sequence[sp.spmatrix], k: int, order: int, alpha: f
     problem = EarlyFusionProblem(affinities, k, order, alpha, random_state)
     mu = np.full(len(affinities), 1.0 / len(affinities))
     P, lam = problem.update_p_lambda(mu)
-    H = problem.update_h(P, lam)
+    H = problem.update_h(P)
     result = EarlyFusionResult(H, mu, P, lam, problem.alpha, [problem.objective(H, P, lam, mu)])
     for it in range(1, max_iter + 1):
         mu = problem.update_mu(P, lam)  # (c)
         P, lam = problem.update_p_lambda(mu, None if joint else H)  # (b), or (a)+(b) jointly
-        H = problem.update_h(P, lam)  # (a)
+        H = problem.update_h(P)  # (a)
         result.objective.append(problem.objective(H, P, lam, mu))
         result.n_iter = it
         if converged(result.objective[-2], result.objective[-1], tol):

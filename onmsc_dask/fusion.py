@@ -153,17 +153,12 @@ def simplex_qp(M: np.ndarray, f: np.ndarray, tol: float = 1e-12, max_iter: int =
     return mu / mu.sum()
 
 
-def eigenvalue_scaled(H: np.ndarray, eigenvalues: np.ndarray) -> np.ndarray:
-    """H_p^(o) (Lambda_p^(o))^1/2 for H (v, O, n, k) and eigenvalues (v, O, k): the factor of the best rank-k
-    approximation of G_p^(o), so that directions a graph supports weakly weigh less (docs/defaults.md)."""
-    return H * np.sqrt(np.clip(eigenvalues, 0.0, None))[:, :, None, :]
-
-
 class ScaledViews:
     """The views ``used`` (indices) of H (v, O, n, k), each block H_p^(o) times its column scales (v, O, k; None:
-    unscaled): what late_fusion reads of eigenvalue_scaled(views_used(H, used), ...), the same numbers, without an
-    n x k copy of any view (H may be a broadcast view, as an anchor graph's orders). Its products apply the scales to
-    the k x k factors, and multiply a block that every order shares (a broadcast H) once."""
+    unscaled): what late_fusion reads of H_p^(o) (Lambda_p^(o))^1/2, the rank-k factors of the used views' G_p^(o)
+    (docs/defaults.md), without an n x k copy of any view (H may be a broadcast view, as an anchor graph's orders).
+    Its products apply the scales to the k x k factors, and multiply a block that every order shares (a broadcast H)
+    once."""
 
     def __init__(self, H: np.ndarray, scales: np.ndarray | None, used: np.ndarray) -> None:
         self.H, self.scales, self.used = H, scales, np.asarray(used)
@@ -222,22 +217,12 @@ class LateFusionResult:
     converged: bool = False
 
 
-def combine(H: np.ndarray | ScaledViews, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """S = sum_{p,o} mu_p H_p^(o) W_p^(o) (ScaledViews.combine)."""
-    return scaled_views(H).combine(W, mu)
-
-
 def late_fusion_objective(S, F, Hstar, mu, M, lambda1: float, lambda2: float) -> float:
     """J = tr(H*^T S) + lambda1 tr(H*^T F) - lambda2 mu^T M mu, S = sum mu_p H_p^(o) W_p^(o)."""  # Eq. 11
     def inner(A: np.ndarray, B: np.ndarray) -> float:  # tr(A^T B), summed in float64
         return float(np.vdot(A.astype(np.float64, copy=False), B.astype(np.float64, copy=False)))
 
     return inner(Hstar, S) + lambda1 * inner(Hstar, F) - float(lambda2 * mu @ M @ mu)
-
-
-def objective(H, F, Hstar, W, mu, M, lambda1: float, lambda2: float) -> float:
-    """J of Eq. 11 from the views' H and rotations W."""
-    return late_fusion_objective(combine(H, W, mu), F, Hstar, mu, M, lambda1, lambda2)
 
 
 def converged(previous: float, current: float, tol: float) -> bool:
@@ -296,7 +281,7 @@ def fuse_views(H: np.ndarray, eigenvalues: np.ndarray, F: np.ndarray, used: np.n
                lambda2: float, *, eigenvalue_scaling: bool = True, tol: float = 1e-4,
                max_iter: int = 100) -> LateFusionResult:
     """late_fusion of the views `used` (indices, related_views), each H_p^(o) scaled by its eigenvalues^1/2 when
-    ``eigenvalue_scaling`` (eigenvalue_scaled, applied block by block: ScaledViews); the result's weights are those
-    of the views used (full_weights spreads them over all views)."""
+    ``eigenvalue_scaling`` (H_p^(o) (Lambda_p^(o))^1/2, applied block by block: ScaledViews); the result's weights
+    are those of the views used (full_weights spreads them over all views)."""
     scales = np.sqrt(np.clip(eigenvalues, 0.0, None)) if eigenvalue_scaling else None
     return late_fusion(ScaledViews(H, scales, used), F, lambda1, lambda2, tol=tol, max_iter=max_iter)

@@ -109,11 +109,11 @@ def load_mat(path: PathLike) -> tuple[list[View], np.ndarray | None]:
 
 def _labels(value: Any, name: str) -> np.ndarray:
     """Labels of a .mat or .npz variable: class ids, or class names (a string array, a MATLAB char matrix or cell of
-    strings) as :func:`_checked_labels` gives them."""
+    strings) as :func:`_file_labels` gives them."""
     if isinstance(value, np.ndarray) and value.dtype == object and value.size and all(
             isinstance(v, np.ndarray) and v.dtype.kind in "US" and v.size <= 1 for v in value.flat):
         value = np.array([v.item() if v.size else "" for v in value.flat])
-    return _checked_labels(value, None, name)
+    return _file_labels(value, None, name)
 
 
 def _probe_loadmat(path: Path, names: list[str]) -> None:
@@ -554,7 +554,7 @@ def load_view_files(
                          "a header (pandas writes 0 for an unnamed Series), name the column, e.g. "
                          "y.to_csv(path, header=['label'], index=False), or remove it")
     with _hint("".join(_numeric_header_hint(Path(path)) for path in paths) if len(y) == n - 1 else ""):
-        return views, _checked_labels(y, n, str(y_path), lambda row: f"line {lines[row]}" if len(lines) == len(y)
+        return views, _file_labels(y, n, str(y_path), lambda row: f"line {lines[row]}" if len(lines) == len(y)
                                       else f"row {row}")  # a CSV read as numbers: its lines
 
 
@@ -638,7 +638,7 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
     return np.array([float(name) for name in names]) if ids else np.array(names)  # ids: all numbers once none missing
 
 
-def _checked_labels(y: Any, n_samples: int | None, source: str,
+def _file_labels(y: Any, n_samples: int | None, source: str,
                     row_label: Callable[[int], str] = "row {}".format) -> np.ndarray:
     """Labels read from `source`, checked by store.encode_labels (`row_label` names an entry's place): int64 class
     ids (-1 beside 0 said), or class names as strings, surrounding spaces stripped (names differing only in case

@@ -87,13 +87,13 @@ def test_each_block_update_is_optimal(graphs, order):
     for eps in (1e-3, 1e-2, 1e-1, 10.0):
         assert best <= J(H0, tweak_P(P, eps), tweak_lam(lam, eps), mu) + 1e-10 * abs(best)
     # (a) H given P, Lambda
-    H = prob.update_h(P, lam)
+    H = prob.update_h(P)
     best = J(H, P, lam, mu)
     for eps in (1e-3, 1e-2, 1e-1, 10.0):
         assert best <= J(tweak_P(H, eps), P, lam, mu) + 1e-10 * abs(best)
     # (a)+(b) jointly given mu
     P, lam = prob.update_p_lambda(mu)
-    H = prob.update_h(P, lam)
+    H = prob.update_h(P)
     best = J(H, P, lam, mu)
     for eps in (1e-3, 1e-2, 1e-1, 10.0):
         assert best <= J(tweak_P(H, eps), tweak_P(P, eps), tweak_lam(lam, eps), mu) + 1e-10 * abs(best)

@@ -13,9 +13,9 @@ from scipy.optimize import minimize
 from scipy.stats import ortho_group
 from sklearn.datasets import load_digits
 
-from onmsc_dask.fusion import (GRAM_POLAR_MAX_COND, ScaledViews, alignment_matrix, combine, converged, eigenvalue_scaled, fuse_views,
-                               late_fusion, objective, polar, related_threshold, related_views, shared_structure,
-                               simplex_qp)
+from fusion_reference import combine, eigenvalue_scaled, objective
+from onmsc_dask.fusion import (GRAM_POLAR_MAX_COND, ScaledViews, alignment_matrix, converged, fuse_views, late_fusion,
+                               polar, related_threshold, related_views, shared_structure, simplex_qp)
 from onmsc_dask.graph import view_affinity
 from onmsc_dask.spectral import average_graph_embedding, embed_graph
 
