@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from .assign import normalize_rows
 from .cluster import again_on_lost_data, one_blas_thread, scattered
 from .rows import read_rows
+from .fusion import polar_transform
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
 from .validation import (SCALE_EXPONENT, check_column_names, check_finite, check_int, check_known_shape,
@@ -126,13 +127,6 @@ class Extension:
             return np.asarray(D).argmin(axis=1).astype(np.int64)
         R = normalize_rows(T if self.readout_target else T @ self.to_embedding)
         return ((R[:, None, :] - self.centres[None]) ** 2).sum(axis=2).argmin(axis=1).astype(np.int64)
-
-
-def polar_transform(T: np.ndarray) -> np.ndarray:
-    """R with polar(T) = T R: V diag(1/sigma) V^T from the SVD T = U diag(sigma) V^T, whose sigma and V are those of
-    T's width x width QR factor (no n x width U, nor the SVD's n x width buffers)."""
-    _, sigma, Vt = np.linalg.svd(np.linalg.qr(T, mode="r"))
-    return (Vt.T / np.maximum(sigma, np.finfo(float).tiny)) @ Vt
 
 
 def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int, np.ndarray | None]], H: np.ndarray,

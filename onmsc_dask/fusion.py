@@ -33,6 +33,13 @@ def polar(C: np.ndarray) -> np.ndarray:
     return U @ Vt
 
 
+def polar_transform(T: np.ndarray) -> np.ndarray:
+    """R with polar(T) = T R: V diag(1/sigma) V^T from the SVD T = U diag(sigma) V^T, whose sigma and V are those of
+    T's width x width QR factor (no n x width U, nor the SVD's n x width buffers): H* = T R of new rows' T."""  # Eq. 13
+    _, sigma, Vt = np.linalg.svd(np.linalg.qr(T, mode="r"))
+    return (Vt.T / np.maximum(sigma, np.finfo(float).tiny)) @ Vt
+
+
 def alignment_matrix(H: np.ndarray | ScaledViews) -> np.ndarray:
     """M_pq = sum_o ||H_p^(o)T H_q^(o)||_F^2 / k for H of shape (v, O, n, k) or ScaledViews; PSD (a Gram matrix),
     M_pp = O when the H_p^(o) are orthonormal (bare eigenvectors)."""  # M of Eq. 11
