@@ -875,6 +875,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         super().__setstate__(state)
 
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
+        """fit, then ``labels_``."""
         return self.fit(views, **fit_params).labels_
 
     def fit_transform(self, views, y=None, **fit_params):

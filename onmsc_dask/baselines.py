@@ -85,6 +85,7 @@ class _Baseline(ClusterMixin, BaseEstimator):
             raise
 
     def fit_predict(self, views, y=None, **fit_params) -> np.ndarray:
+        """fit, then ``labels_``."""
         return self.fit(views, y, **fit_params).labels_
 
     def __sklearn_tags__(self):
