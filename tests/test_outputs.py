@@ -8,6 +8,19 @@ import pytest
 from onmsc_dask.outputs import RUN_FILES, labels_files, write_run_files
 
 
+def _full_disk_at_the_second(monkeypatch, method: str) -> None:
+    """Path.`method` (replace, write_bytes) failing with a full disk at its second call."""
+    real, calls = getattr(Path, method), []
+
+    def full(self, *args):
+        calls.append(self)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args)
+
+    monkeypatch.setattr(Path, method, full)
+
+
 def test_run_files_replace_an_earlier_runs_as_one_set(tmp_path, monkeypatch):
     """A run killed or out of disk while it wrote its files left new labels beside the earlier run's report (nothing
     said which was which), or a truncated figure; an earlier run's files are now removed first and each new one is
@@ -18,20 +31,12 @@ def test_run_files_replace_an_earlier_runs_as_one_set(tmp_path, monkeypatch):
     (tmp_path / "mine.csv").write_text("the user's")
     (tmp_path / "labels.csv").symlink_to(tmp_path / "mine.csv")
     files = {"report.json": json.dumps({"n_clusters": 2}).encode(), **labels_files(np.array([0, 1, 1]))}
-    real, renamed = Path.replace, []
-
-    def full(self, target):
-        renamed.append(Path(target).name)
-        if len(renamed) == 2:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, target)
-
-    monkeypatch.setattr(Path, "replace", full)
+    _full_disk_at_the_second(monkeypatch, "replace")
     with pytest.raises(OSError, match="No space left"):
         write_run_files(tmp_path, files)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "report.json"]
     assert json.loads((tmp_path / "report.json").read_text()) == {"n_clusters": 2}
-    monkeypatch.setattr(Path, "replace", real)
+    monkeypatch.undo()
     write_run_files(tmp_path, files)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.csv", "labels.npy", "mine.csv", "report.json"]
     np.testing.assert_array_equal(np.load(tmp_path / "labels.npy"), [0, 1, 1])
@@ -45,15 +50,7 @@ def test_a_file_that_cannot_be_written_leaves_the_earlier_runs_files(tmp_path, m
     for name in RUN_FILES:
         (tmp_path / name).write_text("an earlier run")
     files = {"report.json": b"{}", **labels_files(np.array([0, 1, 1]))}
-    real, written = Path.write_bytes, []
-
-    def full(self, data):
-        written.append(self.name)
-        if len(written) == 2:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, data)
-
-    monkeypatch.setattr(Path, "write_bytes", full)
+    _full_disk_at_the_second(monkeypatch, "write_bytes")
     with pytest.raises(OSError, match="No space left"):
         write_run_files(tmp_path, files)
     monkeypatch.undo()
