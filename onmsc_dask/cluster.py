@@ -26,10 +26,12 @@ _BLAS_CALLS = threading.RLock()
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
     """BLAS on one thread in this process for a fit, predict or transform, as in worker processes (which Dask starts
-    with one BLAS thread), and the limits it found restored after. Calls from several threads take turns (one
-    thread's may nest): overlapping limits restore each other's, and threadpoolctl lets one thread at a time set
-    OpenBLAS's. Without it the threads of the local scheduler ran scikit-learn's k-means side by side, each
-    restoring the limit another had set, and the user's process was left on one BLAS thread."""
+    with one BLAS thread), and the limits it found restored after. Calls from several threads take turns, so fits
+    from several threads run one at a time (one thread's calls may nest): overlapping limits restore each other's.
+    While it holds the limit, the tasks of the local scheduler's threads cannot change OpenBLAS's (threadpoolctl
+    >= 3.6 lets the thread that set it change it); they used to run scikit-learn's k-means side by side, each
+    restoring the limit another had set, and leave the user's process on one BLAS thread. Where another thread
+    holds a limit (a user's threadpool_limits), this one is ignored and the fit runs on that limit."""
     from threadpoolctl import threadpool_limits
 
     with _BLAS_CALLS, threadpool_limits(1, user_api="blas"):

@@ -376,7 +376,7 @@ def landmark_centres(samples: list[np.ndarray | sp.csr_matrix], n_landmarks: int
         raise ValueError("standardized landmarks need the whole view's column_scale, not the sample's")
     sparse = sp.issparse(samples[0])
     sample = _prepare(sp.vstack(samples, format="csr") if sparse else np.concatenate(samples), metric, scale)
-    with threadpool_limits(1):
+    with threadpool_limits(1, user_api="openmp"):  # its BLAS calls: one thread already (scikit-learn's own limit)
         centres = _centres(sample, n_landmarks, seed, init)
     return _prepare(centres, "cosine") if metric in UNIT_ROW_METRICS else centres
 

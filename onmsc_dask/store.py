@@ -80,18 +80,15 @@ def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
     y = y.toarray() if sp.issparse(y) else np.asarray(y)
     if y.dtype == object and y.size:
         values = y.ravel().tolist()
-        texts = sum(isinstance(v, str) for v in values)
+        texts = sum(isinstance(v, (str, bytes)) for v in values)
         if texts and not any(map(is_missing, values)):  # missing values: as_labels says where
             if texts < len(values):
                 raise ValueError(f"{name}: mixes class names and numbers; give one kind of label")
-            y = np.array(values, dtype=str).reshape(y.shape)
+            y = np.array([_text(v, name) for v in values], dtype=str).reshape(y.shape)
     if y.dtype.kind not in "US":
         return as_labels(y, n_samples, name=name, row_label=row_label), None
-    try:
-        names = np.char.strip(np.char.decode(y, "utf-8") if y.dtype.kind == "S" else y.astype(str))
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{name}: class names given as bytes that are not UTF-8 text ({exc.reason}); give them as "
-                         "text") from None
+    names = np.char.strip(np.array([_text(v, name) for v in y.ravel().tolist()], dtype=str).reshape(y.shape)
+                          if y.dtype.kind == "S" else y.astype(str))
     if names.size and not names.all():
         raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
                          f"{int(np.flatnonzero(names.ravel() == '')[0])}); every sample needs a label")
@@ -102,6 +99,15 @@ def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
         pass
     ids = np.argsort(classes)[np.searchsorted(classes, names, sorter=np.argsort(classes))]
     return as_labels(ids.reshape(names.shape), n_samples, name=name, row_label=row_label), classes.tolist()
+
+
+def _text(value: str | bytes, name: str) -> str:
+    """A class name given as text or as UTF-8 bytes."""
+    try:
+        return value.decode("utf-8") if isinstance(value, bytes) else value
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: class names given as bytes that are not UTF-8 text ({exc.reason}); give them as "
+                         "text") from None
 
 
 def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
