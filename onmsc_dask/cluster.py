@@ -2,7 +2,6 @@
 tasks, kept on the workers; and the scheduler settings of the LocalClusters onmsc-dask starts."""
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -20,21 +19,21 @@ SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
 SEND_ATTEMPTS = FIT_ATTEMPTS = 3
 
 
-_BLAS_CALLS = threading.RLock()
-
-
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
     """BLAS on one thread in this process for a fit, predict or transform, as in worker processes (which Dask starts
-    with one BLAS thread), and the limits it found restored after. Calls from several threads take turns, so fits
-    from several threads run one at a time (one thread's calls may nest): overlapping limits restore each other's.
-    While it holds the limit, the tasks of the local scheduler's threads cannot change OpenBLAS's (threadpoolctl
-    >= 3.6 lets the thread that set it change it); they used to run scikit-learn's k-means side by side, each
-    restoring the limit another had set, and leave the user's process on one BLAS thread. Where another thread
-    holds a limit (a user's threadpool_limits), this one is ignored and the fit runs on that limit."""
-    from threadpoolctl import threadpool_limits
+    with one BLAS thread), and the limits it found restored after. A call that finds one thread already (another
+    call's limit, nested or from another thread, or the process's own) changes nothing, so it cannot restore a limit
+    after the call that set it has restored the process's: overlapping limits restored each other's. While the
+    limit holds, the local scheduler's threads cannot change OpenBLAS's (threadpoolctl >= 3.6 lets the thread that
+    set it change it); they used to run scikit-learn's k-means side by side, each restoring the limit another had
+    set, and leave the user's process on one BLAS thread."""
+    from threadpoolctl import threadpool_info, threadpool_limits
 
-    with _BLAS_CALLS, threadpool_limits(1, user_api="blas"):
+    if all(lib["num_threads"] == 1 for lib in threadpool_info() if lib["user_api"] == "blas"):
+        yield
+        return
+    with threadpool_limits(1, user_api="blas"):
         yield
 
 

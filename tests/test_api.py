@@ -1110,20 +1110,23 @@ def _blas_threads() -> list[int]:
     return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
 
-def test_one_blas_thread_calls_take_turns_and_restore_what_they_found():
-    """A call nested in one thread keeps the limit; a call from another thread waits for the first to return (they
-    used to overlap, and the first to return left the other on the full BLAS: an IndexError at its end)."""
+def test_one_blas_thread_calls_inside_another_change_nothing():
+    """A call nested in one thread, or from another thread while the first holds the limit and leaving after it,
+    keeps the limit it found and restores nothing (an earlier lock made every later fit wait forever behind a fit
+    stuck in a thread; overlapping limits restored each other's)."""
     import threading
 
     from threadpoolctl import threadpool_limits
 
     from onmsc_dask.cluster import one_blas_thread
 
-    order = []
+    inside, left, seen = threading.Event(), threading.Event(), []
 
     def other() -> None:
         with one_blas_thread():
-            order.append("other")
+            seen.append(_blas_threads())
+            inside.set()
+            left.wait(5)
 
     with threadpool_limits(2, user_api="blas"):
         start = _blas_threads()
@@ -1133,7 +1136,8 @@ def test_one_blas_thread_calls_take_turns_and_restore_what_they_found():
             assert _blas_threads() == [1] * len(start)
             thread = threading.Thread(target=other)
             thread.start()
-            thread.join(0.5)
-            order.append("first")
+            inside.wait(5)
+        assert _blas_threads() == start  # the first restored what it found; the other still runs
+        left.set()
         thread.join()
-        assert order == ["first", "other"] and _blas_threads() == start
+        assert seen == [[1] * len(start)] and _blas_threads() == start
