@@ -639,7 +639,7 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
 
 
 def _file_labels(y: Any, n_samples: int | None, source: str,
-                    row_label: Callable[[int], str] = "row {}".format) -> np.ndarray:
+                 row_label: Callable[[int], str] = "row {}".format) -> np.ndarray:
     """Labels read from `source`, checked by store.encode_labels (`row_label` names an entry's place): int64 class
     ids (-1 beside 0 said), or class names as strings, surrounding spaces stripped (names differing only in case
     said)."""
