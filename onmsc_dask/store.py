@@ -78,6 +78,7 @@ def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
     """Labels `y` (integer ids, or class names) as a new 1-D int64 array (:func:`as_labels`) and, for class names,
     the name of each id 0..C-1 (the names' sorted order, numbers' order for names that are all numbers; else None)."""
     y = y.toarray() if sp.issparse(y) else np.asarray(y)
+    y = y.astype(object) if y.dtype.kind == "S" else y  # bytes: decoded below, as in an object array
     if y.dtype == object and y.size:
         values = y.ravel().tolist()
         texts = sum(isinstance(v, (str, bytes)) for v in values)
@@ -87,17 +88,16 @@ def encode_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
             y = np.array([_text(v, name) for v in values], dtype=str).reshape(y.shape)
     if y.dtype.kind not in "US":
         return as_labels(y, n_samples, name=name, row_label=row_label), None
-    names = np.char.strip(np.array([_text(v, name) for v in y.ravel().tolist()], dtype=str).reshape(y.shape)
-                          if y.dtype.kind == "S" else y.astype(str))
+    names = np.char.strip(y.astype(str))
     if names.size and not names.all():
         raise ValueError(f"{name}: holds missing labels (an empty class name, e.g. in row "
                          f"{int(np.flatnonzero(names.ravel() == '')[0])}); every sample needs a label")
-    classes = np.unique(names)
+    classes, ids = np.unique(names, return_inverse=True)
     try:  # names that are all numbers ("1", "2", "10") in their numbers' order
-        classes = classes[np.argsort([float(c) for c in classes], kind="stable")]
+        order = np.argsort([float(c) for c in classes], kind="stable")
+        classes, ids = classes[order], np.argsort(order)[ids]
     except ValueError:
         pass
-    ids = np.argsort(classes)[np.searchsorted(classes, names, sorter=np.argsort(classes))]
     return as_labels(ids.reshape(names.shape), n_samples, name=name, row_label=row_label), classes.tolist()
 
 

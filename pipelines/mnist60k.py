@@ -69,6 +69,8 @@ HOG_CELL = 7  # pixels per side of a HOG cell
 #: the fit's and the report's modules (scikit-learn, matplotlib, distributed: 2.5-3 s of imports on one core)
 FIT_MODULES = ("distributed", "onmsc_dask.api", "onmsc_dask.outofcore", "onmsc_dask.report")
 WORKERS, MEMORY_LIMIT = 2, "2GiB"  # the LocalCluster's, without --scheduler (memory: with --processes)
+#: the files a run writes into --out (beside its store)
+OUTPUT_FILES = (*RUN_FILES, "anchor_sweep.png")
 
 
 def pixels(images: np.ndarray) -> np.ndarray:
@@ -463,7 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not mnist_splits(args.data_dir):
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     check_parameters(args, parser)
-    check_run_files(args.out, (*RUN_FILES, "anchor_sweep.png"))
+    check_run_files(args.out, OUTPUT_FILES)
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
     with ExitStack() as cluster, ExitStack() as stack:
@@ -506,7 +508,7 @@ def main(argv: list[str] | None = None) -> dict:
         report["warnings"] = run_page.warnings = run_warnings  # the sweep's are in its entries
         sweep = {"anchor_sweep.png": plot_sweep(report["sweep"])} if report.get("sweep") else {}
         write_run_files(args.out, {"report.json": json.dumps(report, indent=2).encode(),
-                                   **report_files(run_page, pngs), **labels, **sweep}, (*RUN_FILES, "anchor_sweep.png"))
+                                   **report_files(run_page, pngs), **labels, **sweep}, OUTPUT_FILES)
         log(f"wrote {args.out / 'report.html'}")
     print(sizes_line(report["cluster_sizes"]))
     print(f"n={store.n_samples} views={store.view_names} metrics={result.metrics}")
