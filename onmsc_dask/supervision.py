@@ -38,6 +38,7 @@ class ClusterWatch:
     def __init__(self, client: Any, no_worker_timeout: float | None = None, scheduler_timeout: float | None = None,
                  poll: float = 0.5) -> None:
         self.client, self.poll = client, poll
+        self.address = client.scheduler.address  # kept: the client drops its scheduler (None) once it loses it
         self.limits = {"workers": NO_WORKER_TIMEOUT if no_worker_timeout is None else no_worker_timeout,
                        "scheduler": SCHEDULER_LOST_TIMEOUT if scheduler_timeout is None else scheduler_timeout}
         self.lost: ClusterLost | None = None
@@ -66,7 +67,7 @@ class ClusterWatch:
             if problem and time.monotonic() - since[problem] >= self.limits[problem]:
                 limit = self.limits[problem]
                 self.lost = ClusterLost(f"no Dask worker left for {limit:g} s" if problem == "workers" else
-                                        f"the Dask scheduler {self.client.scheduler.address} was lost for {limit:g} s",
+                                        f"the Dask scheduler {self.address} was lost for {limit:g} s",
                                         scheduler=problem == "scheduler")
                 self.client.loop.add_callback(self._cancel)
 

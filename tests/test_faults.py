@@ -516,3 +516,18 @@ def test_workers_with_too_little_memory_are_one_line_before_any_work():
     with LocalCluster(n_workers=1, processes=False, memory_limit="1GiB", dashboard_address=None) as enough, \
             Client(enough):
         assert len(ONMSC(10, random_state=0, n_init=3).fit(views).labels_) == 300
+
+
+def test_the_cluster_watch_says_a_lost_scheduler_once_the_client_has_dropped_it():
+    """A client that has lost its scheduler sets its `scheduler` to None: the watch read the address from it, died
+    with an AttributeError, and never cancelled the fit's futures, which then waited forever (CI, under load)."""
+    from types import SimpleNamespace
+
+    cancelled = []
+    client = SimpleNamespace(status="running", scheduler=SimpleNamespace(address="tcp://127.0.0.1:1"), futures={},
+                             loop=SimpleNamespace(add_callback=lambda f: cancelled.append(f)))
+    watch = supervision.ClusterWatch(client, scheduler_timeout=0.2, poll=0.05)
+    client.status, client.scheduler = "closed", None
+    with watch:
+        time.sleep(0.6)
+    assert str(watch.lost) == "the Dask scheduler tcp://127.0.0.1:1 was lost for 0.2 s" and cancelled
