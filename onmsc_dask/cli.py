@@ -37,7 +37,7 @@ from .cluster import SCHEDULER_CONFIG, WorkersLost
 from .datasets import DATASETS
 from .outputs import RUN_FILES, check_run_files, labels_files, write_run_files
 from .progress import Progress, counted
-from .validation import SEED_MAX, user_warning
+from .validation import SEED_MAX, n_clusters_of, user_warning
 
 EXIT_BAD_INPUT, EXIT_CLUSTER_LOST, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 130, 143
 DEFAULT_WORKERS = 2
@@ -165,18 +165,6 @@ class _Log(Progress):
     """Stage lines with the elapsed wall time on stderr, and Dask task progress (progress.Progress)."""
 
 
-def _n_clusters(args: argparse.Namespace, y: np.ndarray | None, n_samples: int, source: str) -> int:
-    """k: ``--n-clusters``, else the number of distinct labels; checked against n."""
-    from .validation import check_n_clusters
-
-    if args.n_clusters is None and y is None:
-        raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
-    if args.n_clusters is None and len(np.unique(y)) < 2:
-        raise ValueError(f"the labels of {source} hold a single class, so they do not give the number of "
-                         "clusters; pass --n-clusters K")
-    return check_n_clusters(args.n_clusters or len(np.unique(y)), n_samples)
-
-
 def _solver(args: argparse.Namespace, n_samples: int) -> str:
     """The solver the run's fit uses: --embedding, with auto resolved from n (only "anchor" runs resume)."""
     from .spectral import resolve_solver
@@ -254,7 +242,7 @@ def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[
     url, given = _url(args), _given_store(args)
     if url is not None:  # an object store is read where it is, by the workers; the run's stages go into it
         source = MultiViewStore(url, args.storage_options)
-        k = _n_clusters(args, source.labels, source.n_samples, url)
+        k = n_clusters_of(args.n_clusters, source.labels, source.n_samples, url)
         _check_parameters(args, source.n_samples, k)
         source.image_view()  # the report's sample images: a wrong image_shape ends the run now, not after the fit
         log(f"using {url} where it is (the run's stages are written into it)")
@@ -265,7 +253,7 @@ def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[
     if given is not None or previous is not None:
         store = previous if previous is not None else MultiViewStore(given)
         source = str(given) if given is not None else store.metadata.get("source", str(store_path))
-        k = _n_clusters(args, store.labels, store.n_samples, source)
+        k = n_clusters_of(args.n_clusters, store.labels, store.n_samples, source)
         _check_parameters(args, store.n_samples, k)
         store.image_view()
         if itself:
@@ -290,7 +278,7 @@ def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[
             raise ValueError(f"--view-names gives {len(args.view_names)} names for the {len(views)} views of {name}")
         names = list(args.view_names)
     views = check_views(views, names)
-    k = _n_clusters(args, y, views[0].shape[0], name)
+    k = n_clusters_of(args.n_clusters, y, views[0].shape[0], name)
     _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")
     _replacing(store_path, why, log)

@@ -510,25 +510,22 @@ def test_parameters_are_checked_before_the_store_is_written(mnist60k, tmp_path, 
         with pytest.raises(ValueError, match=message):
             mnist60k.main([*argv, *extra])
         assert not (out / "views.zarr").exists()
-    unlabelled = mnist_dir(tmp_path / "unlabelled", labels=False)
-    with pytest.raises(SystemExit):
-        mnist60k.main(["--data-dir", str(unlabelled), "--out", str(out), "--scheduler", address, "--limit", "200"])
-    assert "the images have no labels, so the number of clusters is unknown" in capsys.readouterr().err
-    assert not (out / "views.zarr").exists()
     # these said "n_clusters=1 must satisfy ..." (a flag not given), "could not interpret 'banana' as a byte unit"
     # after the store was built, and, for a file of other dimensions, "truncated IDX file" or "data beyond"
-    one_class = mnist_dir(tmp_path / "one")
+    unlabelled, one_class = mnist_dir(tmp_path / "unlabelled", labels=False), mnist_dir(tmp_path / "one")
     write_idx(one_class / "train-labels-idx1-ubyte", np.zeros(N, np.uint8))
-    for bad, said in [(["--data-dir", str(one_class), "--limit", "200"],
-                       "the labels of the 200 images hold one class, so the number of clusters is unknown; pass "
-                       "--n-clusters"),
-                      ([*ARGS, "--processes", "--memory-limit", "banana"],
-                       "argument --memory-limit: must be a memory size such as 4GiB or 2e9, a share of the memory such "
-                       "as 0.5, or auto, got 'banana'")]:
-        with pytest.raises(SystemExit):
-            mnist60k.main(["--data-dir", str(data), "--out", str(out), "--scheduler", address, *bad])
-        assert said in capsys.readouterr().err
+    for images, said in [(unlabelled, "has no labels, so the number of clusters is unknown; pass --n-clusters K"),
+                         (one_class, "hold a single class, so they do not give the number of clusters; pass "
+                                     "--n-clusters K")]:  # the words of onmsc-dask run's
+        with pytest.raises(ValueError, match=re.escape(f"{images} (train, 200 images) {said}")):
+            mnist60k.main(["--data-dir", str(images), "--out", str(out), "--scheduler", address, "--limit", "200"])
         assert not (out / "views.zarr").exists()
+    with pytest.raises(SystemExit):
+        mnist60k.main(["--data-dir", str(data), "--out", str(out), "--scheduler", address, *ARGS, "--processes",
+                       "--memory-limit", "banana"])
+    assert ("argument --memory-limit: must be a memory size such as 4GiB or 2e9, a share of the memory such as 0.5, "
+            "or auto, got 'banana'") in capsys.readouterr().err
+    assert not (out / "views.zarr").exists()
     for size in ("auto", "0.5", "0", "4GiB", "2e9"):  # as Dask takes them (a share of the memory, 0: no limit)
         assert mnist60k.memory_size(size) == size
     images = read_idx(data / "train-images-idx3-ubyte.gz")
