@@ -263,8 +263,9 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
           storage_options: dict | None = None, feature_names: list | None = None):
     """``method`` of the new samples ``views``: numpy or scipy.sparse views (numpy out; row blocks on one thread per
     core), dask arrays (dask out, computed chunk by chunk, row-chunked like the first view; under a distributed
-    client, computing it after a worker was lost with the model raises FutureCancelledError), or a MultiViewStore,
+    client, the model is a key of its graph, sent with it), or a MultiViewStore,
     its path or URL (numpy out, each stored row chunk read and mapped by one task; run again after such a loss)."""
+    import dask
     import dask.array as da
 
     from .location import Location
@@ -291,7 +292,9 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         views = [X.rechunk((rows, -1)) for X in views]
         kwargs = dict(drop_axis=1, dtype=np.int64) if method == "predict" else dict(chunks=(rows, (width,)),
                                                                                      dtype=np.float64)
-        return da.map_blocks(partial(_block, names=names), scattered(ext), method, *views,
+        # the model as a key of the graph, not scattered: a worker lost with it later is run again, not fatal
+        model = dask.delayed(ext, pure=True, traverse=False)
+        return da.map_blocks(partial(_block, names=names), model, method, *views,
                              meta=np.empty((0,) * (1 + (method != "predict"))), **kwargs)
     n, threads = views[0].shape[0], _threads()
     if not n:

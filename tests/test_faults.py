@@ -229,6 +229,27 @@ def test_predict_from_a_store_with_the_model_lost_gives_the_same_labels(tmp_path
     np.testing.assert_array_equal(labels, expected)
 
 
+def test_a_lazy_predict_computed_after_the_model_s_worker_is_lost_gives_the_same_labels(tmp_path, cluster):
+    """predict of dask views returns a lazy array whose tasks take the model (its Extension) as a graph key, not as
+    data scattered to one worker: that worker SIGKILLed as it starts mapping a block used to make computing it raise
+    FutureCancelledError (the scattered model cannot be recomputed). The scheduler now runs the key again."""
+    import dask.array as da
+
+    from onmsc_dask import ONMSC
+
+    views, _ = _views()
+    with dask.config.set(scheduler="sync"):
+        model = ONMSC(10, embedding="anchor", **PARAMS).fit([v[:600] for v in views])
+        expected = model.predict([v[600:] for v in views])
+    with Client(cluster.address, timeout="60s") as client:
+        lazy = model.predict([da.from_array(v[600:], chunks=(100, -1)) for v in views])
+        pids = set(client.run(os.getpid).values())
+        client.register_plugin(KillHolder("_block", "Extension", str(tmp_path / "killed")), name="kill-holder")
+        labels = _in_thread(lambda: lazy.compute())
+        assert set(client.run(os.getpid).values()) != pids  # the worker holding the model was killed
+    np.testing.assert_array_equal(labels, expected)
+
+
 def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cluster, data, monkeypatch, capsys):
     """Both workers and their nannies SIGKILLed as the anchor_graph stage starts: the run stops once the cluster
     has had no worker for NO_WORKER_TIMEOUT (30 s; 2 s here) with one line and exit 1 (it used to wait forever,
