@@ -4,9 +4,9 @@
 Methods: ONMSC (defaults); A-MVSC (average graph); SB-SC (single view picked label-free by eigengap); spectral
 clustering and k-means of the concatenated views (``baselines.concatenate_views``); and, as a reference picked WITH
 labels, each view's own spectral clustering (the best view by ACC). Results are cached in
-``bench/results/quality_cache.json`` by (set, seed, method, hash of the package code they run: the baselines' module
-for baselines, the whole package for the defaults), so a re-run after a change of the defaults refits only the
-defaults; the cache keeps only fits of the code as it is.
+``bench/results/quality_cache.json`` by (set and a hash of its file, seed, method, hash of the package code they
+run: the baselines' module for baselines, the whole package for the defaults), so a re-run after a change of the
+defaults refits only the defaults; the cache keeps only fits of the code as it is.
 
 Prints one markdown table (per set: mean ACC / NMI of each method, the best label-free baseline, the defaults'
 margin over it and the defaults' seed spread; summary rows) and the issue's targets, writes
@@ -87,6 +87,11 @@ def code_hash(module: str) -> str:
     return digest.hexdigest()[:16]
 
 
+def data_key(path: Path) -> str:
+    """A set's name and a hash of its file's bytes: cached fits of another file of the same name are not reused."""
+    return f"{path.stem}@{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+
+
 def _fit(method: str, views: list, y: np.ndarray, k: int, seed: int) -> dict:
     """Labels' scores of one method at one seed; SB-SC's per-view labels give the label-picked view too."""
     if method == DEFAULTS:
@@ -103,15 +108,15 @@ def _fit(method: str, views: list, y: np.ndarray, k: int, seed: int) -> dict:
 
 def run_dataset(path: Path, seeds: int, cache: dict, hashes: dict) -> dict:
     views, y = load_mat(path)
-    k = len(np.unique(y))
+    k, data = len(np.unique(y)), data_key(path)
     out = {"dataset": path.stem, "n": int(len(y)), "n_views": len(views), "k": int(k),
            "view_dims": [int(X.shape[1]) for X in views], "methods": {}}
     for method in METHODS:
         runs = []
         for seed in range(seeds):
-            key = f"{path.stem}|{seed}|{method}|{hashes[method]}"
+            key = f"{data}|{seed}|{method}|{hashes[method]}"
             if method == PICKED and key not in cache:  # the best of the eigengap run's views
-                eigengap = cache[f"{path.stem}|{seed}|eigengap view|{hashes[method]}"]
+                eigengap = cache[f"{data}|{seed}|eigengap view|{hashes[method]}"]
                 best = int(np.argmax([v["acc"] for v in eigengap["per_view"]]))
                 cache[key] = {**eigengap["per_view"][best], "view": eigengap["kept"][best]}  # a given view's position
             if key not in cache:
@@ -241,7 +246,8 @@ def main(argv=None) -> int:
     ap.add_argument("--results-md", type=results_md_arg, default=RESULTS_MD,
                     help='markdown file whose "quality" block gets the table ("none": leave it alone; a run over '
                          "--sets never writes it)")
-    ap.add_argument("--cache", type=Path, default=CACHE, help="results cache (keyed by set, seed, method, code hash)")
+    ap.add_argument("--cache", type=Path, default=CACHE,
+                    help="results cache (keyed by set and its file's hash, seed, method, code hash)")
     ap.add_argument("--no-cache", action="store_true", help="refit everything (the cache is still updated)")
     args = ap.parse_args(argv)
     files = dataset_files(args.data_dir, args.sets)

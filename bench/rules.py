@@ -14,7 +14,8 @@ Seeds 0 and 1 (``random_state``), the sets and views of ``bench/components.py``.
 ``--suite A,B,...``: the defaults and variants of them (``VARIANTS``: patched package rules or other ONMSC
 arguments) on every ``.mat`` of the suite, mean ACC per set over ``--seeds``, and the leave-one-set-out check of each
 variant against the first (adopted when the other 9 sets' mean ACC rises; the held-out set's change). Fits are cached
-in ``bench/results/rules_cache.json`` by (variant, set, seed, package code hash); docs/defaults.md has the results.
+in ``bench/results/rules_cache.json`` by (variant, set and its file's hash, seed, package code hash); docs/defaults.md
+has the results.
 
     python bench/rules.py [--sets digits,MSRC-v5,...] [--out bench/results/rules.json]
     python bench/rules.py --suite "defaults,N cap 30,no refine" [--seeds 0,1,2] [--data-dir DIR] [--sets ...]
@@ -286,7 +287,7 @@ def leave_one_set_out(acc: dict, base: str, variant: str) -> list[dict]:
 
 
 def suite(variants: list[str], data_dir: Path, seeds: list[int], sets: list[str] | None) -> dict:
-    from quality import code_hash, dataset_files
+    from quality import code_hash, data_key, dataset_files
 
     cache = json.loads(SUITE_CACHE.read_text()) if SUITE_CACHE.exists() else {}
     h = code_hash("api")
@@ -296,7 +297,7 @@ def suite(variants: list[str], data_dir: Path, seeds: list[int], sets: list[str]
         for path in dataset_files(data_dir, sets):
             runs = []
             for seed in seeds:
-                key = f"{variant}|{path.stem}|{seed}|{h}"
+                key = f"{variant}|{data_key(path)}|{seed}|{h}"
                 if key not in cache:
                     cache[key] = suite_fit(variant, path, seed)
                     stored = json.loads(SUITE_CACHE.read_text()) if SUITE_CACHE.exists() else {}  # parallel runs

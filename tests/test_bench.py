@@ -112,6 +112,12 @@ def test_quality_writes_json_and_its_block(tmp_path):
     assert json.loads(cache.read_text()) == cached
     (toy,) = json.loads(out.read_text())["results"]
     assert toy["methods"]["ONMSC defaults"]["acc_seeds"] == [0.5, 0.5] and md.read_text() == text
+    # another file under the same name is fitted anew (the cache's fits of the former Toy.mat were reused)
+    _two_view_mat(data / "Toy.mat", 2)
+    assert quality.main([*args, "--sets", "Toy", "--results-md", "none"]) == 0
+    (toy,) = json.loads(out.read_text())["results"]
+    assert toy["methods"]["ONMSC defaults"]["acc_seeds"] != [0.5, 0.5]
+    assert len(json.loads(cache.read_text())) == 3 * 2 * len(quality.METHODS)
 
 
 def test_refit_criterion_compares_both_fits_on_both_graphs(tmp_path):
