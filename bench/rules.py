@@ -217,18 +217,15 @@ def _sublinear_term_weights(min_value: float, zero_fraction: float, integer: boo
 
 
 def _standardized_euclidean():
-    """graph._prepare, with the columns of euclidean views (real values of either sign) standardized: by the view's
-    own statistics only where _prepare sees whole views (exact search, as on every suite set), not chunks."""
+    """graph.metric_for, with ``standardized`` (columns divided by their standard deviation) where it gives
+    ``euclidean`` to a view of more than one feature (real values of either sign)."""
     import onmsc_dask.graph as graph
-    original = graph._prepare
+    original = graph.metric_for
 
-    def prepare(X, metric: str):
-        if metric != "euclidean":
-            return original(X, metric)
-        X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
-        std = X.std(axis=0)
-        return (X - X.mean(axis=0)) / np.where(std > 0, std, 1.0)
-    return prepare
+    def metric_for(min_value, zero_fraction, integer, n_features, effective=np.inf):
+        metric = original(min_value, zero_fraction, integer, n_features, effective)
+        return "standardized" if metric == "euclidean" and n_features > 1 else metric
+    return metric_for
 
 
 def _refit_below_2n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
@@ -255,7 +252,7 @@ VARIANTS = {
     "no line-view rule": ({"graph.LINE_VIEW_COLUMNS": 0.0}, {}),
     "leave out line views": ({"api.informative_views": _without_line_views}, {}),
     "sublinear term weights": ({"graph.value_metric": _sublinear_term_weights}, {}),
-    "standardized euclidean views": ({"graph._prepare": _standardized_euclidean()}, {}),
+    "standardized euclidean views": ({"graph.metric_for": _standardized_euclidean()}, {}),
     "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
 }
 
