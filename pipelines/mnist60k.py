@@ -54,7 +54,7 @@ from onmsc_dask.io import load_mnist_dir, mnist_header, mnist_splits
 from onmsc_dask.outputs import RUN_FILES, check_run_files, labels_files, write_run_files
 from onmsc_dask.progress import Progress, counted
 from onmsc_dask.store import MultiViewStore
-from onmsc_dask.validation import check_landmarks, check_n_components, n_clusters_of
+from onmsc_dask.validation import check_landmarks, check_n_clusters, check_n_components, n_clusters_of
 
 if TYPE_CHECKING:
     from onmsc_dask.outofcore import OutOfCoreResult
@@ -147,7 +147,7 @@ def check_images(data_dir: Path, split: str, dtype: np.dtype, shape: tuple[int, 
                          f"blocks of {HOG_CELL} x {HOG_CELL}-pixel cells)")
 
 
-def check_parameters(args: argparse.Namespace) -> None:
+def check_parameters(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """k (``args.n_clusters``, the number of distinct labels by default) and the parameters that depend on n and k,
     from the IDX header and the labels: a wrong value is an error before anything is connected, read or written."""
     split = split_of(args.data_dir)
@@ -157,8 +157,13 @@ def check_parameters(args: argparse.Namespace) -> None:
     if args.limit is not None and args.limit > n_images:
         print(f"--limit {args.limit}: the {split} split has only {n_images} images; using all of them", flush=True)
     n = min(args.limit or n_images, n_images)
-    labels = None if y is None else y[:n]
-    args.n_clusters = n_clusters_of(args.n_clusters, labels, n, f"{args.data_dir} ({split}, {n} images)")
+    if args.n_clusters is None:  # from the labels: a usage error (exit 2) when they cannot give it
+        try:
+            args.n_clusters = n_clusters_of(None, None if y is None else y[:n], n, f"{args.data_dir} ({split}, {n} "
+                                            "images)")
+        except ValueError as error:
+            parser.error(str(error))
+    check_n_clusters(args.n_clusters, n)
     check_landmarks(args.n_landmarks, None, args.n_clusters, n, check_n_components(args.n_components,
                                                                                    args.n_clusters, n))
 
@@ -458,7 +463,7 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"{args.data_dir} is not a directory (apt-get install dataset-fashion-mnist, or pass --data-dir)")
     if not mnist_splits(args.data_dir):
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
-    check_parameters(args)
+    check_parameters(args, parser)
     check_run_files(args.out, OUTPUT_FILES)
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
