@@ -50,7 +50,8 @@ def nutrimouse(out: Path) -> None:
     data = Path(spec.submodule_search_locations[0]) / "datasets" / "nutrimouse"
     views = [pd.read_csv(data / f"{name}.csv").to_numpy(float) for name in ("gene", "lipid")]
     for target in ("diet", "genotype"):
-        _write(out / f"nutrimouse-{target}.mat", views, pd.factorize(pd.read_csv(data / f"{target}.csv").iloc[:, 0])[0] + 1)
+        classes = pd.read_csv(data / f"{target}.csv").iloc[:, 0]
+        _write(out / f"nutrimouse-{target}.mat", views, pd.factorize(classes)[0] + 1)
 
 
 def dermatology(source: Path, out: Path) -> None:

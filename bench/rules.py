@@ -292,9 +292,9 @@ def suite(variants: list[str], data_dir: Path, seeds: list[int], sets: list[str]
     for variant in variants:
         acc[variant] = {}
         for path in dataset_files(data_dir, sets):
-            runs = []
+            runs, data = [], data_key(path)
             for seed in seeds:
-                key = f"{variant}|{data_key(path)}|{seed}|{h}"
+                key = f"{variant}|{data}|{seed}|{h}"
                 if key not in cache:
                     cache[key] = suite_fit(variant, path, seed)
                     stored = json.loads(SUITE_CACHE.read_text()) if SUITE_CACHE.exists() else {}  # parallel runs

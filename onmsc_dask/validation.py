@@ -402,12 +402,14 @@ def check_n_clusters(n_clusters: int, n_samples: int) -> int:
 
 def n_clusters_of(n_clusters: int | None, y: np.ndarray | None, n_samples: int, source: str) -> int:
     """k: ``n_clusters`` when given, else the number of distinct labels ``y`` of ``source``; checked against n."""
-    if n_clusters is None and y is None:
-        raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
-    if n_clusters is None and len(np.unique(y)) < 2:
-        raise ValueError(f"the labels of {source} hold a single class, so they do not give the number of "
-                         "clusters; pass --n-clusters K")
-    return check_n_clusters(len(np.unique(y)) if n_clusters is None else n_clusters, n_samples)
+    if n_clusters is None:
+        if y is None:
+            raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
+        n_clusters = len(np.unique(y))
+        if n_clusters < 2:
+            raise ValueError(f"the labels of {source} hold a single class, so they do not give the number of "
+                             "clusters; pass --n-clusters K")
+    return check_n_clusters(n_clusters, n_samples)
 
 
 def check_n_neighbors(n_neighbors: int, n_samples: int) -> int:

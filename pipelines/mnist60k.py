@@ -159,11 +159,12 @@ def check_parameters(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     n = min(args.limit or n_images, n_images)
     if args.n_clusters is None:  # from the labels: a usage error (exit 2) when they cannot give it
         try:
-            args.n_clusters = n_clusters_of(None, None if y is None else y[:n], n, f"{args.data_dir} ({split}, {n} "
-                                            "images)")
+            source = f"{args.data_dir} ({split}, {n} images)"
+            args.n_clusters = n_clusters_of(None, None if y is None else y[:n], n, source)
         except ValueError as error:
             parser.error(str(error))
-    check_n_clusters(args.n_clusters, n)
+    else:
+        check_n_clusters(args.n_clusters, n)
     check_landmarks(args.n_landmarks, None, args.n_clusters, n, check_n_components(args.n_components,
                                                                                    args.n_clusters, n))
 
