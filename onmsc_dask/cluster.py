@@ -5,6 +5,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
+from . import supervision
+
 T = TypeVar("T")
 
 
@@ -90,11 +92,18 @@ WORKER_MEMORY_MIN = 384 * 2**20
 
 
 def check_worker_memory() -> None:
-    """The running distributed client's workers each have a memory_limit of at least WORKER_MEMORY_MIN (or none)."""
+    """The running distributed client's workers each have a memory_limit of at least WORKER_MEMORY_MIN (or none).
+    A scheduler that does not answer within supervision.SCHEDULER_LOST_TIMEOUT is not waited for (asking it waited
+    distributed's connect timeout, 60 s in the CLI): the fit's ClusterWatch then says it was lost."""
     client = active_client()
-    if client is None:
+    if client is None or client.status != "running":
         return
-    limits = [info.get("memory_limit") or 0 for info in client.scheduler_info().get("workers", {}).values()]
+    try:
+        info = client.sync(client.scheduler.identity, n_workers=-1,
+                           callback_timeout=supervision.SCHEDULER_LOST_TIMEOUT)
+    except (TimeoutError, OSError):
+        return
+    limits = [worker.get("memory_limit") or 0 for worker in info.get("workers", {}).values()]
     small = [limit for limit in limits if 0 < limit < WORKER_MEMORY_MIN]
     if small:
         raise ValueError(f"{len(small)} of the {len(limits)} Dask workers have a memory_limit of "

@@ -304,7 +304,8 @@ def test_a_task_that_kills_every_worker_is_one_line(tmp_path, one_worker, data, 
 def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monkeypatch, capsys, moment):
     """The scheduler SIGKILLed before the fit's first computation (while the store is written) or as the
     anchor_graph stage starts: one line and exit 1, within SCHEDULER_LOST_TIMEOUT (10 s; 2 s here) of the loss;
-    before the computation it used to be a 60 s wait and a ClosedClientError traceback."""
+    before the computation it used to be a 60 s wait and a ClosedClientError traceback (then a 60 s wait in the check
+    of the workers' memory)."""
     from onmsc_dask import cli
 
     monkeypatch.setattr(supervision, "SCHEDULER_LOST_TIMEOUT", 2.0)
@@ -321,7 +322,9 @@ def test_scheduler_lost_at_any_moment_is_one_line(tmp_path, cluster, data, monke
     else:
         with Client(cluster.address, timeout="60s") as client:
             client.register_plugin(KillPids("_anchor_block", [cluster.scheduler.pid]), name="kill-scheduler")
-    assert _main_in_thread(_anchor_run(path, out, cluster.address)) == 1
+    # before the computation, the workers' memory check asked the lost scheduler and waited distributed's connect
+    # timeout (60 s) before the watch could say so
+    assert _main_in_thread(_anchor_run(path, out, cluster.address), 30 if moment == "before-compute" else 150) == 1
     err = capsys.readouterr().err.splitlines()
     restart = (f"restart the Dask scheduler ({cluster.address}) and its workers (`dask worker` exits with its "
                "scheduler), then run the same command again")
