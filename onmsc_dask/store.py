@@ -916,11 +916,10 @@ def _stage_group(root: zarr.Group, stage: str) -> zarr.Group:
     """The group of `stage` in the store's ``root`` group: KeyError if absent, _Unreadable if its metadata cannot be
     parsed."""
     _check_key(stage, "stage")
-    key = f"stages/{stage}"
     try:
-        if key not in root:
-            raise KeyError(stage)
-        return root[key]
+        return root[f"stages/{stage}"]  # one lookup (KeyError if absent): each costs a request on an object store
+    except KeyError:
+        raise KeyError(stage) from None
     except (ValueError, TypeError) as exc:  # the JSON parser's errors, zarr's on invalid metadata (not I/O errors)
         raise _Unreadable(f"its metadata cannot be read: {type(exc).__name__}: {exc}") from exc
 
