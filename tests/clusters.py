@@ -51,7 +51,10 @@ class Cluster:
             proc.wait()
 
     def stop(self) -> None:
-        stop(self.workers + [self.scheduler])
+        """The workers first, then the scheduler: a worker terminated after its scheduler waits for it to come back
+        (20 s without a nanny, 8 s with one, before the kill; under 1 s this way)."""
+        stop(self.workers)
+        stop([self.scheduler])
 
 
 class KillEvery(WorkerPlugin):
