@@ -1,6 +1,7 @@
-"""Shared test settings: hypothesis runs derandomized so CI is reproducible (a fixed, broad set of examples), and the
-single-threaded BLAS fixture of the modules that ask for it."""
+"""Shared test settings: hypothesis runs derandomized so CI is reproducible (a fixed, broad set of examples), the
+single-threaded BLAS fixture of the modules that ask for it, and a module's one-worker cluster for CLI runs."""
 import pytest
+from distributed import LocalCluster
 from hypothesis import settings
 from threadpoolctl import threadpool_limits
 
@@ -14,3 +15,11 @@ def single_threaded_blas():
     ~50x), so a module that uses this runs single-threaded."""
     with threadpool_limits(1):
         yield
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """Address of a one-worker process LocalCluster, for the CLI runs of a module with --scheduler (each run's own
+    LocalCluster costs it about 6 s)."""
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        yield cluster.scheduler_address

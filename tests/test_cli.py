@@ -28,13 +28,6 @@ def _blobs(n_per_class: int = 30, seed: int = 0) -> tuple[list[np.ndarray], np.n
     return views, y
 
 
-@pytest.fixture(scope="module")
-def scheduler():
-    """Address of a one-worker LocalCluster, for runs with --scheduler."""
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
-        yield cluster.scheduler_address
-
-
 def test_digits_default_on_local_cluster(tmp_path, capsys):
     assert main(["run", "--out", str(tmp_path), "--workers", "2"]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
@@ -493,7 +486,7 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     assert f'"warnings.{report["warnings"].index(reason)}">{html.escape(reason)}</li>' in page
 
 
-def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_path, capsys):
+def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_path, scheduler, capsys):
     """A constant view of a store is left out by the anchor chain (outofcore.ConstantViews): report.json lists it
     as left out and scores the other views alone under their own names, each as its own view's embedding of the
     fit; report.html says why it is not used."""
@@ -502,7 +495,7 @@ def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_pa
                                   view_names=["flat", "a", "b"], chunk_rows=60)
     out = tmp_path / "run"
     assert main(["run", "--data", str(store.path), "--out", str(out), "--embedding", "anchor", "--n-landmarks", "40",
-                 "--workers", "1", "--quiet"]) == 0
+                 "--scheduler", scheduler, "--quiet"]) == 0
     assert "view 0 ('flat'): is constant" in capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
     assert report["view_weights"]["flat"] == 0 and report["resolved"]["left_out_views"] == [0]
@@ -617,7 +610,7 @@ def test_help_in_subprocess(command):
     assert version.returncode == 0 and version.stdout.strip() == f"onmsc-dask {importlib.metadata.version('onmsc-dask')}"
 
 
-def test_an_out_that_would_overwrite_or_change_an_input_is_refused(tmp_path, capsys):
+def test_an_out_that_would_overwrite_or_change_an_input_is_refused(tmp_path, scheduler, capsys):
     """A run writes labels.csv, labels.npy, ... into --out: an input of that name there (the user's labels.csv) was
     overwritten with the run's labels, and the same command then failed on it. An --out inside an input directory
     or store would change that input. Both are one line, exit 2, nothing written; DIR/views.zarr given as --data
@@ -658,10 +651,10 @@ def test_an_out_that_would_overwrite_or_change_an_input_is_refused(tmp_path, cap
     assert [p.name for p in (tmp_path / "linked").iterdir()] == ["labels.csv"]
     store.copy(tmp_path / "out" / "views.zarr")
     assert main(["run", "--data", str(tmp_path / "out" / "views.zarr"), "--out", str(tmp_path / "out"),
-                 "--quiet"]) == 0
+                 "--quiet", "--scheduler", scheduler]) == 0
 
 
-def test_view_names_must_match_the_views(tmp_path, capsys):
+def test_view_names_must_match_the_views(tmp_path, scheduler, capsys):
     views, y = _blobs()
     np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
     assert main(["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "out"),
@@ -675,7 +668,8 @@ def test_view_names_must_match_the_views(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
     # a rerun into the same --out with other names: the store is written again with them (it used to be reused with
     # the earlier names, and a wrong count was accepted)
-    run = ["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "named"), "--quiet"]
+    run = ["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "named"), "--quiet",
+           "--scheduler", scheduler]
     assert main([*run, "--view-names", "alpha", "beta"]) == 0
     assert main([*run, "--view-names", "colour", "shape"]) == 0
     assert MultiViewStore(tmp_path / "named" / "views.zarr").view_names == ["colour", "shape"]

@@ -70,22 +70,22 @@ def _check_every_chunk_file_is_detected(path, tmp_path):
     return stages, checked
 
 
-def test_every_chunk_file_of_the_cli_in_memory_stages_is_checked(tmp_path):
+def test_every_chunk_file_of_the_cli_in_memory_stages_is_checked(tmp_path, scheduler):
     views = _digits3(120)
     y = np.repeat(np.arange(3), 40)
     np.savez(tmp_path / "d.npz", view0=views[0], view1=views[2], y=y)
-    assert main(["run", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "out"), "--workers", "1",
-                 "--embedding", "exact"]) == 0
+    assert main(["run", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "out"), "--scheduler",
+                 scheduler, "--embedding", "exact"]) == 0
     stages, checked = _check_every_chunk_file_is_detected(tmp_path / "out" / "views.zarr", tmp_path)
     assert set(stages) == {"view_graphs", "view_embeddings", "onmsc"} and checked >= 15
 
 
-def test_the_resuming_line_names_a_damaged_stage_apart(tmp_path, capsys):
+def test_the_resuming_line_names_a_damaged_stage_apart(tmp_path, scheduler, capsys):
     """It used to list a damaged stage among the finished ones, then warn that it is recomputed."""
     views = _digits3(120)
     np.savez(tmp_path / "d.npz", view0=views[0], view1=views[2])
     out = tmp_path / "out"
-    command = ["run", "--data", str(tmp_path / "d.npz"), "--n-clusters", "3", "--out", str(out), "--workers", "1",
+    command = ["run", "--data", str(tmp_path / "d.npz"), "--n-clusters", "3", "--out", str(out), "--scheduler", scheduler,
                "--embedding", "anchor", "--n-landmarks", "40"]
     assert main(command) == 0
     first = np.load(out / "labels.npy")
@@ -176,13 +176,13 @@ def test_the_stages_group_made_unparseable_or_a_file_is_made_anew(fitted, tmp_pa
     np.testing.assert_array_equal(result.labels, labels)
 
 
-def test_an_in_memory_run_writes_a_stage_whose_metadata_cannot_be_parsed_again(tmp_path, capsys):
+def test_an_in_memory_run_writes_a_stage_whose_metadata_cannot_be_parsed_again(tmp_path, scheduler, capsys):
     """The CLI's in-memory stages: the run used to print its results, then fail writing them ('Expecting property
     name enclosed in double quotes'), leaving the previous run's labels, on every rerun."""
     views = _digits3(120)
     np.savez(tmp_path / "d.npz", view0=views[0], view1=views[2])
     out = tmp_path / "out"
-    command = ["run", "--data", str(tmp_path / "d.npz"), "--n-clusters", "3", "--out", str(out), "--workers", "1",
+    command = ["run", "--data", str(tmp_path / "d.npz"), "--n-clusters", "3", "--out", str(out), "--scheduler", scheduler,
                "--embedding", "exact"]
     assert main(command) == 0
     first = np.load(out / "labels.npy")

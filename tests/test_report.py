@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from distributed import LocalCluster
 from matplotlib.image import imread
 
 from onmsc_dask.cli import main
@@ -54,7 +53,7 @@ PROFILES = 'pro"files"><img src=x onerror="document.title=1">'
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tmp_path_factory, scheduler) -> Path:
     """The CLI on a store of 10 x 10 images (three classes: a bright square in one of three places) with three views,
     the pixels, a noisier copy of their row and column sums (named PROFILES), and noise (left out of the fusion, with
     a warning), with labels."""
@@ -68,9 +67,7 @@ def run(tmp_path_factory) -> Path:
     store = MultiViewStore.create(tmp / "images.zarr", [images.reshape(150, -1), profiles, rng.normal(size=(150, 5))],
                                   y, view_names=["pixels", PROFILES, "noise"],
                                   metadata={"image_shape": {"view": 0, "shape": [10, 10]}})
-    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
-        assert main(["run", "--data", str(store.path), "--out", str(tmp / "out"),
-                     "--scheduler", cluster.scheduler_address]) == 0
+    assert main(["run", "--data", str(store.path), "--out", str(tmp / "out"), "--scheduler", scheduler]) == 0
     return tmp / "out"
 
 
@@ -291,7 +288,7 @@ f.onload = () => {{ const d = f.contentDocument, e = d.documentElement; const ou
 
 
 @needs_chromium
-def test_long_view_names_and_many_clusters_stay_within_the_page(tmp_path):
+def test_long_view_names_and_many_clusters_stay_within_the_page(tmp_path, scheduler):
     """View names of 500 characters and 40 clusters: the page is no wider than its window (the names pushed the
     weight and score columns 4,500 px to the right; the cluster table, one row of k cells, ran past the page)."""
     from sklearn.datasets import make_blobs
@@ -300,8 +297,8 @@ def test_long_view_names_and_many_clusters_stay_within_the_page(tmp_path):
     np.save(tmp_path / "a.npy", X)
     np.save(tmp_path / "b.npy", X[:, ::-1] + 0.1)
     assert main(["run", "--data", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--n-clusters", "40",
-                 "--view-names", "A" * 500, "B" * 500, "--out", str(tmp_path / "out"), "--workers", "1",
-                 "--quiet"]) == 0
+                 "--view-names", "A" * 500, "B" * 500, "--out", str(tmp_path / "out"), "--scheduler",
+                 scheduler, "--quiet"]) == 0
     probe = tmp_path / "out" / "probe.html"
     probe.write_text(WIDTH_PROBE.format(src="report.html"))
     found = re.search(r'<pre id="result">(.*?)</pre>', chromium("--virtual-time-budget=10000", "--dump-dom",
