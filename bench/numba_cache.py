@@ -4,7 +4,8 @@ share an empty NUMBA_CACHE_DIR (a machine that never ran the package).
 ``knn``: a new process builds graph.nearest_neighbors' pynndescent graph of 10,000 x 50 Gaussian rows (NNDescent,
 euclidean, 31 neighbours) twice: ``first`` (import, compile or cache load, and search), ``again`` (the search alone).
 Three processes in turn: the first on the machine, a second one, and a second one with pynndescent as installed
-(cache_pynndescent skipped). With the numba functions each compiled (cache misses) and loaded (hits).
+(cache_pynndescent skipped). With the numba functions each compiled (cache misses) and loaded (hits), and whether
+the graph is the first process's, index for index and distance for distance.
 ``cli``: ``onmsc-dask run --data DIR`` twice (DIR: 10,000 IDX images, by default the MNIST test set under
 ../shared/data): the compile step (the workers' warm-up: from its stderr line to the next stage line) and the run.
 Prints a table with the load average and writes ``bench/results/numba_cache.json``.
@@ -24,10 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 MNIST_T10K = ROOT.parent / "shared" / "data" / "mnist-t10k"
 
-#: the process of the ``knn`` part; argv: mode ("cached" or "plain"); prints a JSON line
+#: the process of the ``knn`` part; argv: mode ("cached" or "plain"), the .npz file of its graph; prints a JSON line
 KNN = """
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
@@ -40,8 +43,9 @@ X = np.random.default_rng(0).standard_normal((10_000, 50))
 seconds = []
 for _ in range(2):
     t = time.perf_counter()
-    graph.nearest_neighbors(X, 30, "euclidean", random_state=0)
+    ind, dist = graph.nearest_neighbors(X, 30, "euclidean", random_state=0)
     seconds.append(time.perf_counter() - t)
+np.savez(sys.argv[2], ind=ind, dist=dist)
 used = {id(f): f for m, module in list(sys.modules.items()) if m.split(".")[0] == "pynndescent"
         for f in vars(module).values() if isinstance(f, Dispatcher)}
 stats = [(sum(f.stats.cache_misses.values()), sum(f.stats.cache_hits.values())) for f in used.values()]
@@ -51,14 +55,18 @@ print(json.dumps({"first_s": round(time.perf_counter() - t0 - seconds[1], 1), "a
 """
 
 
-def knn(env: dict[str, str]) -> list[dict]:
+def knn(env: dict[str, str], out: Path) -> list[dict]:
     rows = []
-    for name, mode in (("first process on the machine", "cached"), ("second process", "cached"),
-                       ("second process, pynndescent as installed", "plain")):
+    for i, (name, mode) in enumerate((("first process on the machine", "cached"), ("second process", "cached"),
+                                      ("second process, pynndescent as installed", "plain"))):
         load = os.getloadavg()[0]
-        run = subprocess.run([sys.executable, "-c", KNN, mode], env=env, capture_output=True, text=True)
+        run = subprocess.run([sys.executable, "-c", KNN, mode, str(out / f"{i}.npz")], env=env, capture_output=True,
+                             text=True)
         assert run.returncode == 0, run.stderr
-        rows.append({"run": name, **json.loads(run.stdout.splitlines()[-1]), "load": round(load, 1)})
+        graphs = [np.load(out / f"{j}.npz") for j in (0, i)]
+        same = all(np.array_equal(graphs[0][key], graphs[1][key]) for key in ("ind", "dist"))
+        rows.append({"run": name, **json.loads(run.stdout.splitlines()[-1]), "load": round(load, 1),
+                     "same_graph": same})
         print(rows[-1], flush=True)
     return rows
 
@@ -104,7 +112,7 @@ def main() -> None:
         for part in args.parts.split(","):
             cache = Path(tmp) / part / "numba"
             env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
-            result[part] = knn(env) if part == "knn" else cli(env, args.data, Path(tmp) / part)
+            result[part] = knn(env, Path(tmp)) if part == "knn" else cli(env, args.data, Path(tmp) / part)
             print(table(result[part]), flush=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
 
