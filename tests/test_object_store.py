@@ -330,6 +330,7 @@ def test_an_object_store_lost_mid_run_is_one_line_naming_it_and_how_to_resume(tm
     proc, endpoint = _moto()
     options = _options(endpoint)
     _s3(endpoint, options).create_bucket(Bucket="lost")
+    options["config_kwargs"] = {"retries": {"max_attempts": 1}}  # botocore's 5 tries within each of s3fs's 5: 30 s
     views, y = _views(600)
     MultiViewStore.create("s3://lost/v.zarr", views, y, chunk_rows=100, storage_options=options)
     log = Progress.__call__
