@@ -26,7 +26,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import dask
 import dask.array as da
@@ -221,6 +221,7 @@ class MultiViewStore:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"store at {self.path} is corrupt: {exc!r}") from exc
         self.n_views = len(self.view_names)
+        self._whole: set[str] = set()  # stages has_stage found whole: read_result does not check their files again
         self._check_arrays()
 
     def _check_arrays(self) -> None:
@@ -450,23 +451,27 @@ class MultiViewStore:
             same = False
         if not same:
             del stages[stage]
+        self._whole.discard(stage)
         group = stages.require_group(stage)
         group.attrs.update({"params": params, "params_hash": digest, "complete": False, "files": None})
         del group[name]  # (deleting reads no metadata: also a damaged one's)
         _write_result(group, name, value)
 
-    def _result(self, stage: str, name: str) -> zarr.Array | zarr.Group:
-        group = self._stage(stage)
-        if name not in group:
-            raise KeyError(f"stage {stage!r} of store {self.path} has no result {name!r}")
-        return group[name]
+    def _result(self, stage: str, name: str, group: zarr.Group | None = None) -> zarr.Array | zarr.Group:
+        """Result `name` of `stage` (of its `group`, if given): KeyError if absent."""
+        try:
+            return (self._stage(stage) if group is None else group)[name]
+        except KeyError:
+            raise KeyError(f"stage {stage!r} of store {self.path} has no result {name!r}") from None
 
     def read_result(self, stage: str, name: str) -> np.ndarray | sp.csr_matrix | dict:
-        """Result `name` of `stage`, its files checked against the stage's record first; KeyError if absent,
-        ValueError naming the stage if damaged."""
-        node = self._result(stage, name)
-        if self._stage(stage).attrs.get("files") is not None:  # recorded when the stage completed
-            self._raise_damaged(stage, self.stage_damage(stage, name))
+        """Result `name` of `stage`, its files checked against the stage's record first (unless has_stage found the
+        stage whole); KeyError if absent, ValueError naming the stage if damaged."""
+        group = self._stage(stage)
+        node = self._result(stage, name, group)
+        recorded = group.attrs.get("files")  # recorded when the stage completed
+        if recorded is not None and stage not in self._whole:
+            self._raise_damaged(stage, _stage_file_damage(self.path, stage, recorded, name))
         if isinstance(node, zarr.Array):
             return self._read(stage, name, lambda: node[...])
         if "sparse" in node.attrs:
@@ -507,9 +512,7 @@ class MultiViewStore:
             return str(exc)
         if recorded is None:
             return "no record of its files, written by an older onmsc-dask"
-        fs, folder = _files(self.path, f"stages/{stage}")
-        return _file_damage(fs, folder, {rel: record if checksums else record[:1] for rel, record in recorded.items()
-                                         if name is None or rel.split("/", 1)[0] == name})
+        return _stage_file_damage(self.path, stage, recorded, name, checksums)
 
     def has_stage(self, stage: str, params: dict, names: Sequence[str]) -> bool:
         """Whether `stage` was completed with `params` and holds all results `names`."""
@@ -527,7 +530,11 @@ class MultiViewStore:
         if damage is not None:
             user_warning(f"store {self.path}: stage {stage!r} is damaged ({damage}); it is recomputed")
             return False
-        return all(name in self._stage(stage) for name in names)
+        group = self._stage(stage)
+        if not all(name in group for name in names):
+            return False
+        self._whole.add(stage)
+        return True
 
     def mark_complete(self, stage: str) -> None:
         """Flag `stage` complete, recording the size and CRC-32 of each of its files (checked by has_stage and
@@ -797,29 +804,47 @@ def _files(path: Path | Location, key: str = "") -> tuple[Any, str]:
     return fsspec.filesystem("file"), (path.resolve() / key).as_posix()
 
 
+def _file_sizes(fs: Any, folder: str, under: Iterable[str] = ("",)) -> dict[str, int]:
+    """The size of each file under ``folder`` (under its subfolders `under` only), by its path there, from one listing
+    per subfolder (one request per 1000 files on an object store, not one per file); none when it is missing."""
+    sizes = {}
+    for sub in under:
+        found = fs.find(f"{folder}/{sub}".rstrip("/"), detail=True)  # {} when missing
+        sizes.update({file[len(folder) + 1:]: info["size"] for file, info in found.items() if info["type"] == "file"})
+    return sizes
+
+
 def _file_record(fs: Any, folder: str, crc: bool) -> dict[str, list[int]]:
     """[size] (and CRC-32 with ``crc``) of each file under ``folder``, by its path there (none when it is missing)."""
-    if not fs.exists(folder):
-        return {}
-    return {file[len(folder) + 1:]: [fs.size(file), *([crc32(fs, file)] if crc else [])]
-            for file in sorted(fs.find(folder))}
+    return {rel: [size, *([crc32(fs, f"{folder}/{rel}")] if crc else [])]
+            for rel, size in sorted(_file_sizes(fs, folder).items())}
 
 
 def _file_damage(fs: Any, folder: str, recorded: dict[str, list[int]], named: bool = True) -> str | None:
     """What differs from a _file_record of ``folder`` (the files recorded only): "file REL is missing" or has
     another size or checksum; just REL when not ``named``; None when nothing does."""
+    sizes = _file_sizes(fs, folder, sorted({rel.split("/", 1)[0] for rel in recorded}))
     for rel, (size, *crc) in recorded.items():
         file = f"{folder}/{rel}"
-        if not fs.isfile(file):
+        if rel not in sizes:
             problem = "is missing"
-        elif fs.size(file) != size:
-            problem = f"has {fs.size(file)} bytes, {size} were written"
+        elif sizes[rel] != size:
+            problem = f"has {sizes[rel]} bytes, {size} were written"
         elif crc and crc32(fs, file) != crc[0]:
             problem = "does not match the checksum written with it"
         else:
             continue
         return f"file {rel} {problem}" if named else rel
     return None
+
+
+def _stage_file_damage(path: Path | Location, stage: str, recorded: dict[str, list[int]], name: str | None = None,
+                       checksums: bool = True) -> str | None:
+    """_file_damage of the files of `stage` (of its result `name` only, if given) against their `recorded` sizes
+    (and, with ``checksums``, CRC-32s)."""
+    fs, folder = _files(path, f"stages/{stage}")
+    return _file_damage(fs, folder, {rel: record if checksums else record[:1] for rel, record in recorded.items()
+                                     if name is None or rel.split("/", 1)[0] == name})
 
 
 def crc32(fs: Any, file: str) -> int:

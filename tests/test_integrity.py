@@ -112,6 +112,35 @@ def test_every_chunk_file_of_the_out_of_core_stages_is_checked(fitted, tmp_path)
     assert set(stages) == set(STAGES) and checked >= 20
 
 
+def test_a_resumed_stage_s_files_are_read_once_for_their_checksums(fitted, tmp_path, monkeypatch):
+    """has_stage checks every file of a stage; reading its results then checks none again (on an object store each
+    check is a request per file: a resumed run's reads took twice as long). A store that did not check the stage
+    still checks each result's files before reading it."""
+    from onmsc_dask import store as store_module
+
+    path = tmp_path / "s.zarr"
+    shutil.copytree(fitted[0], path)
+    crc32 = store_module.crc32
+    read = []
+    monkeypatch.setattr(store_module, "crc32", lambda fs, file: read.append(file) or crc32(fs, file))
+    recorded = MultiViewStore(path)._stage("embeddings").attrs["files"]
+    names = _results(MultiViewStore(path), "embeddings")
+    store = MultiViewStore(path)
+    assert store.has_stage("embeddings", store.stages()["embeddings"], names)
+    results = {name: store.read_result("embeddings", name) for name in names}
+    assert len(read) == len(set(read)) == len(recorded)
+    read.clear()
+    again = MultiViewStore(path)
+    for name in names:
+        np.testing.assert_array_equal(again.read_result("embeddings", name), results[name])
+    assert len(read) == len(set(read)) == len(recorded)
+    store.write_result("embeddings", names[0], results[names[0]] + 1, store.stages()["embeddings"])
+    store.mark_complete("embeddings")
+    read.clear()
+    np.testing.assert_array_equal(store.read_result("embeddings", names[0]), results[names[0]] + 1)
+    assert read  # a stage written again is checked again
+
+
 @pytest.mark.parametrize("how", ["delete", "truncate"])
 @pytest.mark.parametrize("stage", STAGES)
 def test_a_damaged_stage_is_recomputed_with_a_warning_and_the_same_labels(fitted, tmp_path, stage, how):
