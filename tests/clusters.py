@@ -22,14 +22,19 @@ class Cluster:
     """A `dask scheduler` process and `dask worker` processes (each under a nanny, which restarts a killed
     worker), started and stopped by the test."""
 
-    def __init__(self, tmp: Path, n_workers: int, nanny: bool = True) -> None:
+    def __init__(self, tmp: Path, n_workers: int, nanny: bool = True, allowed_failures: int | None = None) -> None:
+        """`allowed_failures`: the scheduler's distributed.scheduler.allowed-failures (distributed's default: 3), the
+        times a task may be on a worker that dies before it is given up (KilledWorker)."""
         self.tmp, self.nanny, self.address = tmp, nanny, f"tcp://127.0.0.1:{free_port()}"
+        config = {} if allowed_failures is None else {
+            "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(allowed_failures)}
         self.scheduler = self._spawn(["dask", "scheduler", "--host", "127.0.0.1", "--port",
-                                      self.address.rsplit(":", 1)[1], "--dashboard-address", ":0", "--no-show"])
+                                      self.address.rsplit(":", 1)[1], "--dashboard-address", ":0", "--no-show"], config)
         self.workers = [self.add_worker() for _ in range(n_workers)]
 
-    def _spawn(self, command: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(command, env=ENV, cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def _spawn(self, command: list[str], config: dict[str, str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen(command, env={**ENV, **(config or {})}, cwd=self.tmp, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
 
     def add_worker(self) -> subprocess.Popen:
         return self._spawn(["dask", "worker", self.address, "--nworkers", "1", "--nthreads", "1",

@@ -3,6 +3,7 @@ killed in any out-of-core stage, every worker lost, the scheduler lost, two runs
 run and its rerun. docs/reliability.md lists each case with what the user sees."""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -132,15 +133,23 @@ def cluster(tmp_path):
     yield from _cluster(tmp_path, 2)
 
 
-@pytest.fixture
-def data(tmp_path):
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
     """An .npz file of three digit views and the labels an undisturbed anchor run gives them."""
+    tmp = tmp_path_factory.mktemp("reference")
     views, y = _views()
-    np.savez(tmp_path / "d.npz", **{f"view{p}": v for p, v in enumerate(views)}, y=y)
+    np.savez(tmp / "d.npz", **{f"view{p}": v for p, v in enumerate(views)}, y=y)
     with dask.config.set(scheduler="sync"):
-        labels = fit_store(MultiViewStore.create(tmp_path / "ref.zarr", views, y), 10, n_landmarks=60,
+        labels = fit_store(MultiViewStore.create(tmp / "ref.zarr", views, y), 10, n_landmarks=60,
                            random_state=0).labels
-    return tmp_path / "d.npz", labels
+    return tmp / "d.npz", labels
+
+
+@pytest.fixture
+def data(tmp_path, reference):
+    """The reference's .npz file, copied for one test (which may change it), and its labels."""
+    shutil.copy2(reference[0], tmp_path / "d.npz")
+    return tmp_path / "d.npz", reference[1]
 
 
 def _in_thread(call, limit: float = 150.0):
@@ -418,9 +427,10 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, data, how):
     """SIGINT to the process group of a run on its LocalCluster (Ctrl-C in a terminal), or SIGTERM to the run (kill,
     timeout, a batch scheduler), as the anchor_graph stage starts: one line saying what is kept and how to resume,
     exit 130 / 143, no traceback from it or its workers (it used to be a KeyboardInterrupt traceback; SIGTERM ended it
-    at once, with multiprocessing's leaked-semaphore warning and its lock file left), the lock released; the same
-    command then resumes after the landmarks (it used to replace the store and recompute every stage) to the labels
-    of an undisturbed run; with the input changed (checked after Ctrl-C) it starts over."""
+    at once, with multiprocessing's leaked-semaphore warning and its lock file left), the lock released, the landmarks
+    kept whole; after Ctrl-C the same command then resumes after them (it used to replace the store and recompute
+    every stage) to the labels of an undisturbed run, and with the input changed it starts over (neither depends on
+    the signal that ended the run: the store it left is the same)."""
     path, reference = data
     out = tmp_path / "out"
     command = [sys.executable, "-m", "onmsc_dask", "run", "--data", str(path), "--out", str(out), "--embedding",
@@ -438,13 +448,15 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path, data, how):
     assert not any(word in line for line in err for word in ("Traceback", "KeyboardInterrupt", "leaked")), \
         "\n".join(err)
     assert not (out / supervision.LOCK_NAME).exists()
+    kept = MultiViewStore(out / "views.zarr")
+    assert kept.finished_stages() == ["landmarks"] and kept.stage_damage("landmarks") is None
+    if how == "sigterm":
+        return
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks" in again.stderr
     assert "stage 1/5 landmarks read from the store (resumed)" in again.stderr
     np.testing.assert_array_equal(np.load(out / "labels.npy"), reference)
-    if how == "sigterm":
-        return  # starting over on changed input does not depend on how the run ended: checked after Ctrl-C
     os.utime(path)  # the input changed (as far as a rerun can tell): start over
     third = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert third.returncode == 0 and "replacing the previous run's store" in third.stderr
