@@ -192,7 +192,7 @@ def cluster(tmp_path_factory):
         real.stop()
 
 
-def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp_path):
+def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp_path, capsys):
     """The CLI on an s3:// store, on a scheduler whose two workers read every chunk from S3 themselves: the labels
     of a local-store fit with the same seed, and the run's stages are in the bucket."""
     from distributed import Client, get_task_stream
@@ -224,13 +224,16 @@ def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp
     # delete each other's stages, one ending in a KeyError traceback)
     lock = json.dumps({"pid": 1, "host": "elsewhere", "started": "now"}).encode()
     fs.pipe("views/digits.zarr/.onmsc-dask.lock", lock)
-    proc = subprocess.run([sys.executable, "-m", "onmsc_dask", "run", "--data", url, "--storage-options",
-                           json.dumps(s3), "--embedding", "anchor", "--n-landmarks", "60", "--scheduler", cluster,
-                           "--out", str(tmp_path / "second")], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and proc.stderr.strip().endswith(
+    from onmsc_dask.cli import main
+
+    capsys.readouterr()
+    assert main(["run", "--data", url, "--storage-options", json.dumps(s3), "--embedding", "anchor", "--n-landmarks",
+                 "60", "--scheduler", cluster, "--out", str(tmp_path / "second")]) == 2  # in this process: no import
+    err = capsys.readouterr().err
+    assert err.strip().endswith(
         "onmsc-dask: error: another onmsc-dask run (PID 1 on elsewhere, started now) writes its stages into "
-        f"{url}; wait for it to end (if that run is gone, delete {url}/.onmsc-dask.lock)"), proc.stderr
-    assert proc.stderr.count("onmsc-dask: error") == 1 and "resuming" not in proc.stderr  # said before the lock
+        f"{url}; wait for it to end (if that run is gone, delete {url}/.onmsc-dask.lock)"), err
+    assert err.count("onmsc-dask: error") == 1 and "resuming" not in err  # said before the lock
     # the same command once that run is gone: it says which stages it resumes after, and gives the same labels
     fs.rm("views/digits.zarr/.onmsc-dask.lock")
     proc = subprocess.run([sys.executable, "-m", "onmsc_dask", "run", "--data", url, "--storage-options",
