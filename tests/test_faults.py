@@ -134,7 +134,7 @@ def cluster(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
+def npz_reference(tmp_path_factory):
     """An .npz file of three digit views and the labels an undisturbed anchor run gives them."""
     tmp = tmp_path_factory.mktemp("reference")
     views, y = _views()
@@ -146,10 +146,10 @@ def reference(tmp_path_factory):
 
 
 @pytest.fixture
-def data(tmp_path, reference):
-    """The reference's .npz file, copied for one test (which may change it), and its labels."""
-    shutil.copy2(reference[0], tmp_path / "d.npz")
-    return tmp_path / "d.npz", reference[1]
+def data(tmp_path, npz_reference):
+    """npz_reference's .npz file, copied for one test (which may change it), and its labels."""
+    shutil.copy2(npz_reference[0], tmp_path / "d.npz")
+    return tmp_path / "d.npz", npz_reference[1]
 
 
 def _in_thread(call, limit: float = 150.0):
