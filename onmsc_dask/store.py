@@ -510,28 +510,26 @@ class MultiViewStore:
             recorded = _stage_group(self._root, stage).attrs.get("files")
         except _Unreadable as exc:
             return str(exc)
-        if recorded is None:
-            return "no record of its files, written by an older onmsc-dask"
         return _stage_file_damage(self.path, stage, recorded, name, checksums)
 
     def has_stage(self, stage: str, params: dict, names: Sequence[str]) -> bool:
-        """Whether `stage` was completed with `params` and holds all results `names`."""
+        """Whether `stage` was completed with `params` and holds all results `names` (one read of its metadata,
+        then its recorded files checked before anything is read: a missing chunk must not read as data)."""
         try:
-            attrs = _stage_group(self._root, stage).attrs
+            attrs = _stage_group(self._root, stage).attrs.asdict()
         except KeyError:
             return False
-        except _Unreadable:
-            pass  # stage_damage says so
+        except _Unreadable as exc:
+            damage = str(exc)
         else:
             if not (attrs.get("complete") is True
                     and attrs.get("params_hash") == _params_hash(_to_json(params, "params"))):
                 return False
-        damage = self.stage_damage(stage)  # checked before anything is read: a missing chunk must not read as data
+            damage = _stage_file_damage(self.path, stage, attrs.get("files"))
         if damage is not None:
             user_warning(f"store {self.path}: stage {stage!r} is damaged ({damage}); it is recomputed")
             return False
-        group = self._stage(stage)
-        if not all(name in group for name in names):
+        if not set(names) <= {rel.split("/", 1)[0] for rel in attrs["files"]}:  # the record lists every result
             return False
         self._whole.add(stage)
         return True
@@ -838,10 +836,12 @@ def _file_damage(fs: Any, folder: str, recorded: dict[str, list[int]], named: bo
     return None
 
 
-def _stage_file_damage(path: Path | Location, stage: str, recorded: dict[str, list[int]], name: str | None = None,
-                       checksums: bool = True) -> str | None:
+def _stage_file_damage(path: Path | Location, stage: str, recorded: dict[str, list[int]] | None,
+                       name: str | None = None, checksums: bool = True) -> str | None:
     """_file_damage of the files of `stage` (of its result `name` only, if given) against their `recorded` sizes
-    (and, with ``checksums``, CRC-32s)."""
+    (and, with ``checksums``, CRC-32s); a stage without that record is reported as such."""
+    if recorded is None:
+        return "no record of its files, written by an older onmsc-dask"
     fs, folder = _files(path, f"stages/{stage}")
     return _file_damage(fs, folder, {rel: record if checksums else record[:1] for rel, record in recorded.items()
                                      if name is None or rel.split("/", 1)[0] == name})

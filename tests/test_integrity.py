@@ -141,6 +141,23 @@ def test_a_resumed_stage_s_files_are_read_once_for_their_checksums(fitted, tmp_p
     assert read  # a stage written again is checked again
 
 
+def test_has_stage_reads_the_stage_s_metadata_once(fitted, monkeypatch):
+    """has_stage looks the stage up once (each lookup is a request on an object store) and knows its results from
+    the record of its files: a name the stage does not hold is not there."""
+    from onmsc_dask import store as store_module
+
+    store = MultiViewStore(fitted[0])
+    params, names = store.stages()["embeddings"], _results(store, "embeddings")
+    lookups = []
+    stage_group = store_module._stage_group
+    monkeypatch.setattr(store_module, "_stage_group",
+                        lambda root, stage: lookups.append(stage) or stage_group(root, stage))
+    assert store.has_stage("embeddings", params, names)
+    assert lookups == ["embeddings"]
+    assert not store.has_stage("embeddings", params, [*names, "absent"])
+    assert not store.has_stage("embeddings", {**params, "other": 1}, names)
+
+
 @pytest.mark.parametrize("how", ["delete", "truncate"])
 @pytest.mark.parametrize("stage", STAGES)
 def test_a_damaged_stage_is_recomputed_with_a_warning_and_the_same_labels(fitted, tmp_path, stage, how):
