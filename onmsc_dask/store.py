@@ -221,7 +221,8 @@ class MultiViewStore:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"store at {self.path} is corrupt: {exc!r}") from exc
         self.n_views = len(self.view_names)
-        self._whole: set[str] = set()  # stages has_stage found whole: read_result does not check their files again
+        self._whole: dict[str, zarr.Group] = {}  # groups of the stages has_stage found whole: read_result does not
+        # look them up or check their files again
         self._check_arrays()
 
     def _check_arrays(self) -> None:
@@ -451,7 +452,7 @@ class MultiViewStore:
             same = False
         if not same:
             del stages[stage]
-        self._whole.discard(stage)
+        self._whole.pop(stage, None)
         group = stages.require_group(stage)
         group.attrs.update({"params": params, "params_hash": digest, "complete": False, "files": None})
         del group[name]  # (deleting reads no metadata: also a damaged one's)
@@ -516,7 +517,8 @@ class MultiViewStore:
         """Whether `stage` was completed with `params` and holds all results `names` (one read of its metadata,
         then its recorded files checked before anything is read: a missing chunk must not read as data)."""
         try:
-            attrs = _stage_group(self._root, stage).attrs.asdict()
+            group = _stage_group(self._root, stage)
+            attrs = group.attrs.asdict()
         except KeyError:
             return False
         except _Unreadable as exc:
@@ -531,7 +533,7 @@ class MultiViewStore:
             return False
         if not set(names) <= {rel.split("/", 1)[0] for rel in attrs["files"]}:  # the record lists every result
             return False
-        self._whole.add(stage)
+        self._whole[stage] = group
         return True
 
     def mark_complete(self, stage: str) -> None:
@@ -605,7 +607,10 @@ class MultiViewStore:
         return attrs
 
     def _stage(self, stage: str) -> zarr.Group:
-        """The group of `stage`: KeyError if absent, ValueError naming the stage if its metadata cannot be read."""
+        """The group of `stage` (the one has_stage found whole, if it did): KeyError if absent, ValueError naming the
+        stage if its metadata cannot be read."""
+        if stage in self._whole:
+            return self._whole[stage]
         try:
             return _stage_group(self._root, stage)
         except KeyError:
@@ -814,26 +819,24 @@ def _file_sizes(fs: Any, folder: str, under: Iterable[str] = ("",)) -> dict[str,
 
 def _file_record(fs: Any, folder: str, crc: bool) -> dict[str, list[int]]:
     """[size] (and CRC-32 with ``crc``) of each file under ``folder``, by its path there (none when it is missing)."""
-    return {rel: [size, *([crc32(fs, f"{folder}/{rel}")] if crc else [])]
-            for rel, size in sorted(_file_sizes(fs, folder).items())}
+    sizes = dict(sorted(_file_sizes(fs, folder).items()))
+    crcs = crc32s(fs, {f"{folder}/{rel}": size for rel, size in sizes.items()}) if crc else {}
+    return {rel: [size, *([crcs[f"{folder}/{rel}"]] if crc else [])] for rel, size in sizes.items()}
 
 
 def _file_damage(fs: Any, folder: str, recorded: dict[str, list[int]], named: bool = True) -> str | None:
     """What differs from a _file_record of ``folder`` (the files recorded only): "file REL is missing" or has
-    another size or checksum; just REL when not ``named``; None when nothing does."""
+    another size or checksum (sizes checked first, from a listing: no file is read if one is wrong); just REL when
+    not ``named``; None when nothing does."""
     sizes = _file_sizes(fs, folder, sorted({rel.split("/", 1)[0] for rel in recorded}))
-    for rel, (size, *crc) in recorded.items():
-        file = f"{folder}/{rel}"
-        if rel not in sizes:
-            problem = "is missing"
-        elif sizes[rel] != size:
-            problem = f"has {sizes[rel]} bytes, {size} were written"
-        elif crc and crc32(fs, file) != crc[0]:
-            problem = "does not match the checksum written with it"
-        else:
-            continue
-        return f"file {rel} {problem}" if named else rel
-    return None
+    problems = {rel: "is missing" if rel not in sizes else f"has {sizes[rel]} bytes, {size} were written"
+                for rel, (size, *_) in recorded.items() if sizes.get(rel) != size}
+    if not problems:
+        crcs = crc32s(fs, {f"{folder}/{rel}": size for rel, (size, *crc) in recorded.items() if crc})
+        problems = {rel: "does not match the checksum written with it" for rel, (_, *crc) in recorded.items()
+                    if crc and crcs[f"{folder}/{rel}"] != crc[0]}
+    rel, problem = next(iter(problems.items()), (None, None))
+    return None if rel is None else f"file {rel} {problem}" if named else rel
 
 
 def _stage_file_damage(path: Path | Location, stage: str, recorded: dict[str, list[int]] | None,
@@ -854,6 +857,28 @@ def crc32(fs: Any, file: str) -> int:
         while block := f.read(1 << 24):
             crc = zlib.crc32(block, crc)
     return crc
+
+
+#: bytes of files crc32s reads at once (one batch of concurrent requests on an object store)
+CRC_BATCH_BYTES = 1 << 26
+
+
+def crc32s(fs: Any, sizes: dict[str, int]) -> dict[str, int]:
+    """CRC-32 of each file of ``sizes`` (path -> size): files of at most CRC_BATCH_BYTES read together in batches
+    of that many bytes (fs.cat_ranges: concurrent requests on an object store, not one after another), a larger
+    file alone, in blocks."""
+    crcs = {file: crc32(fs, file) for file, size in sizes.items() if size > CRC_BATCH_BYTES}
+    crcs |= {file: 0 for file, size in sizes.items() if size == 0}  # nothing to read (a range of 0 bytes is none)
+    batches, total = [[]], 0
+    for file in (f for f, size in sizes.items() if 0 < size <= CRC_BATCH_BYTES):
+        if total + sizes[file] > CRC_BATCH_BYTES:
+            batches, total = [*batches, []], 0
+        batches[-1].append(file)
+        total += sizes[file]
+    for batch in filter(None, batches):
+        data = fs.cat_ranges(batch, 0, [sizes[f] for f in batch], on_error="raise")
+        crcs |= {file: zlib.crc32(block) for file, block in zip(batch, data)}
+    return crcs
 
 
 def _check_key(key: str, what: str) -> None:

@@ -3,6 +3,7 @@ they completed (a deleted or truncated chunk file is recomputed with a warning o
 zeros), and a store's attributes against its arrays when it is opened."""
 import shutil
 import warnings
+from pathlib import Path
 
 import dask
 import numpy as np
@@ -120,9 +121,9 @@ def test_a_resumed_stage_s_files_are_read_once_for_their_checksums(fitted, tmp_p
 
     path = tmp_path / "s.zarr"
     shutil.copytree(fitted[0], path)
-    crc32 = store_module.crc32
+    crc32s = store_module.crc32s
     read = []
-    monkeypatch.setattr(store_module, "crc32", lambda fs, file: read.append(file) or crc32(fs, file))
+    monkeypatch.setattr(store_module, "crc32s", lambda fs, sizes: read.extend(sizes) or crc32s(fs, sizes))
     recorded = MultiViewStore(path)._stage("embeddings").attrs["files"]
     names = _results(MultiViewStore(path), "embeddings")
     store = MultiViewStore(path)
@@ -142,8 +143,9 @@ def test_a_resumed_stage_s_files_are_read_once_for_their_checksums(fitted, tmp_p
 
 
 def test_has_stage_reads_the_stage_s_metadata_once(fitted, monkeypatch):
-    """has_stage looks the stage up once (each lookup is a request on an object store) and knows its results from
-    the record of its files: a name the stage does not hold is not there."""
+    """has_stage looks the stage up once (each lookup is a request on an object store), and reading its results
+    looks it up no more; it knows the results from the record of its files: a name the stage does not hold is not
+    there."""
     from onmsc_dask import store as store_module
 
     store = MultiViewStore(fitted[0])
@@ -153,6 +155,8 @@ def test_has_stage_reads_the_stage_s_metadata_once(fitted, monkeypatch):
     monkeypatch.setattr(store_module, "_stage_group",
                         lambda root, stage: lookups.append(stage) or stage_group(root, stage))
     assert store.has_stage("embeddings", params, names)
+    for name in names:
+        store.read_result("embeddings", name)
     assert lookups == ["embeddings"]
     assert not store.has_stage("embeddings", params, [*names, "absent"])
     assert not store.has_stage("embeddings", {**params, "other": 1}, names)
@@ -336,3 +340,22 @@ def test_codec_errors_reading_a_result_name_the_stage(fitted, tmp_path):
                                              r"\w+: .*\); delete .* and run again to recompute it") as err:
             read()
         assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("batch", [1, 100, 1 << 26])
+def test_checksums_read_in_batches_are_those_of_the_files(tmp_path, monkeypatch, batch):
+    """crc32s reads files together up to CRC_BATCH_BYTES, a larger one alone in blocks: the same CRC-32 each way,
+    for empty files and names fsspec would take for glob patterns."""
+    import fsspec
+    import zlib
+
+    from onmsc_dask import store as store_module
+
+    rng = np.random.default_rng(0)
+    contents = {f"{tmp_path}/{name}": rng.bytes(size) for name, size in
+                [("a", 0), ("b[1]", 7), ("c*", 150), ("d", 90), ("e?", 1), ("f", 400)]}
+    for file, data in contents.items():
+        Path(file).write_bytes(data)
+    monkeypatch.setattr(store_module, "CRC_BATCH_BYTES", batch)
+    crcs = store_module.crc32s(fsspec.filesystem("file"), {file: len(data) for file, data in contents.items()})
+    assert crcs == {file: zlib.crc32(data) for file, data in contents.items()}
