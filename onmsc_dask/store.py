@@ -872,7 +872,8 @@ def crc32s(fs: Any, sizes: dict[str, int]) -> dict[str, int]:
     batches, total = [[]], 0
     for file in (f for f, size in sizes.items() if 0 < size <= CRC_BATCH_BYTES):
         if total + sizes[file] > CRC_BATCH_BYTES:
-            batches, total = [*batches, []], 0
+            batches.append([])
+            total = 0
         batches[-1].append(file)
         total += sizes[file]
     for batch in filter(None, batches):
