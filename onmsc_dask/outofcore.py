@@ -280,7 +280,7 @@ class _Run:
         recomputed one is recomputed)."""
         t0, step = time.perf_counter(), f"stage {STAGES.index(name) + 1}/{len(STAGES)} {name}"
         if not self.computed and self.results.has_stage(name, self.params[name], results):
-            out = {r: self.results.read_result(name, r) for r in results}
+            out = self.results.read_results(name, results)
             done = "read from the store (resumed)"
         else:
             self.report(f"{step} ...")

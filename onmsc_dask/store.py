@@ -479,6 +479,12 @@ class MultiViewStore:
             return self._read(stage, name, lambda: _read_csr(node, 0, node.attrs["shape"][0]))
         return node.attrs["json"]
 
+    def read_results(self, stage: str, names: Sequence[str]) -> dict[str, np.ndarray | sp.csr_matrix | dict]:
+        """read_result of each of `names`, concurrently (RESULT_READERS threads: on an object store each result's
+        requests wait on the network, not on each other's)."""
+        with ThreadPoolExecutor(max(1, min(len(names), RESULT_READERS))) as pool:
+            return dict(zip(names, pool.map(lambda name: self.read_result(stage, name), names)))
+
     def read_result_rows(self, stage: str, name: str, start: int, stop: int) -> np.ndarray | sp.csr_matrix:
         """Rows start:stop of the array or sparse result `name` of `stage`, reading only the chunks they lie in."""
         node = self._result(stage, name)
@@ -858,6 +864,9 @@ def crc32(fs: Any, file: str) -> int:
             crc = zlib.crc32(block, crc)
     return crc
 
+
+#: threads read_results reads a stage's results with
+RESULT_READERS = 8
 
 #: bytes of files crc32s reads at once (one batch of concurrent requests on an object store)
 CRC_BATCH_BYTES = 1 << 26

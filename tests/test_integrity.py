@@ -359,3 +359,31 @@ def test_checksums_read_in_batches_are_those_of_the_files(tmp_path, monkeypatch,
     monkeypatch.setattr(store_module, "CRC_BATCH_BYTES", batch)
     crcs = store_module.crc32s(fsspec.filesystem("file"), {file: len(data) for file, data in contents.items()})
     assert crcs == {file: zlib.crc32(data) for file, data in contents.items()}
+
+
+def test_read_results_reads_what_read_result_reads_and_names_a_damaged_stage(fitted, tmp_path):
+    """A resumed stage's results read concurrently are those read one by one (arrays, sparse, dicts); a damaged one
+    among them is still the one line naming the stage."""
+    store = MultiViewStore(fitted[0])
+    for stage in STAGES:
+        names = _results(store, stage)
+        together = store.read_results(stage, names)
+        assert list(together) == names
+        for name in names:
+            alone = store.read_result(stage, name)
+            if isinstance(alone, dict):
+                assert together[name] == alone
+            else:
+                assert type(together[name]) is type(alone)
+                np.testing.assert_array_equal(_dense(together[name]), _dense(alone))
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(fitted[0], copy)
+    _damage(_chunk_files(copy / "stages" / "anchor_graph" / "Z1" / "data")[0], "truncate")
+    damaged = MultiViewStore(copy)
+    with pytest.raises(ValueError, match=r"stage 'anchor_graph' is damaged .*; delete .* and run again") as err:
+        damaged.read_results("anchor_graph", _results(damaged, "anchor_graph"))
+    assert "\n" not in str(err.value)
+
+
+def _dense(value):
+    return value.toarray() if hasattr(value, "toarray") else np.asarray(value)
