@@ -228,6 +228,28 @@ def _standardized_euclidean():
     return metric_for
 
 
+def column_scale_spread(X) -> float:
+    """The 95th over the 5th percentile of a view's column standard deviations (of the columns that vary)."""
+    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X, float)
+    sd = X.std(axis=0)
+    sd = sd[sd > 0]
+    return float(np.percentile(sd, 95) / np.percentile(sd, 5)) if sd.size else 1.0
+
+
+def _scale_spread_views(spread: float):
+    """graph.view_facts, with no effective columns (so ``auto`` gives ``standardized``) for a view of more than one
+    feature whose column scales (column_scale_spread) differ by at least `spread`: columns in different units."""
+    import onmsc_dask.graph as graph
+    original = graph.view_facts
+
+    def view_facts(X, with_row_ids=True):
+        facts = original(X, with_row_ids)
+        if X.shape[1] > 1 and column_scale_spread(X) >= spread:
+            facts["effective"] = 0.0
+        return facts
+    return view_facts
+
+
 def _refit_below_2n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
     """graph.smallest_cluster_neighbors as it was until commit 0de2cdc: firing for a smallest cluster found below 2N
     (half its size below N), not only for one of at most N samples (the refit kept by today's criterion,
@@ -254,6 +276,9 @@ VARIANTS = {
     "sublinear term weights": ({"graph.value_metric": _sublinear_term_weights}, {}),
     "standardized euclidean views": ({"graph.metric_for": _standardized_euclidean()}, {}),
     "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
+    **{f"column scales spread {spread}": ({"graph.view_facts": _scale_spread_views(spread),
+                                           "api.view_facts": _scale_spread_views(spread)}, {})
+       for spread in (100, 1000)},
 }
 
 
