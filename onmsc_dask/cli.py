@@ -277,7 +277,7 @@ def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[
         if len(args.view_names) != len(views):
             raise ValueError(f"--view-names gives {len(args.view_names)} names for the {len(views)} views of {name}")
         names = list(args.view_names)
-    views = check_views(views, names)
+    views = check_views(views, names, constant=True)  # the fit leaves a constant view out, with a warning
     k = n_clusters_of(args.n_clusters, y, views[0].shape[0], name)
     _check_parameters(args, views[0].shape[0], k)
     log(f"loaded {name}: {views[0].shape[0]} samples, views {[v.shape[1] for v in views]}")

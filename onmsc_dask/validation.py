@@ -88,9 +88,10 @@ def clear_fitted(estimator) -> None:
         delattr(estimator, name)
 
 
-def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool = False):
+def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool = False,
+               constant: bool = False):
     """Return view ``X`` as float64 C-array or CSR (float32 kept with ``float32``), never aliasing a caller's
-    writable buffer."""
+    writable buffer; a constant view is an error (ConstantViewError) unless ``constant``."""
     label = view_label(p, names)
     if hasattr(X, "compute") and not sp.issparse(X):
         X = X.compute()
@@ -128,7 +129,8 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
         raise ValueError(f"{label}: has zero features (shape {X.shape})")
     check_finite(X, label)
     col_min, col_max = column_range(X)
-    check_not_constant(col_max - col_min, n, label)
+    if not constant:
+        check_not_constant(col_max - col_min, n, label)
     top = largest_magnitude(col_min, col_max)
     if X.dtype == np.float32 and not within_scale(top, X.dtype):
         X = X.astype(np.float64)  # in memory, float64 holds its squared distances
@@ -239,6 +241,11 @@ class ConstantViewError(ValueError):
 def constant_view_message(label: str) -> str:
     """What a constant view is told (check_not_constant)."""
     return f"{label}: is constant (every sample has the same features), so it carries no cluster information"
+
+
+def _is_constant(X) -> bool:
+    lo, hi = column_range(X)
+    return X.shape[0] > 1 and not (hi - lo > 0).any()
 
 
 def check_not_constant(spread: np.ndarray, n_samples: int, label: str) -> None:
@@ -374,12 +381,16 @@ def check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str
     return names
 
 
-def check_views(views, view_names: Sequence[str] | None = None) -> list:
-    """Validate a list of views: each 2-D, finite, non-constant, all with the same number of rows."""
+def check_views(views, view_names: Sequence[str] | None = None, constant: bool = False) -> list:
+    """Validate a list of views: each 2-D, finite, non-constant (unless ``constant``: such a view is kept, for a fit
+    that leaves it out with a warning), all with the same number of rows."""
     views = view_list(views, view_names)
     if view_names is not None:
         check_view_names(view_names, len(views))
-    checked = [check_view(X, p, view_names) for p, X in enumerate(views)]
+    checked = [check_view(X, p, view_names, constant=constant) for p, X in enumerate(views)]
+    if constant and all(_is_constant(X) for X in checked):
+        raise ValueError(f"every view is constant (every sample has the same features), so none carries cluster "
+                         f"information: {', '.join(view_label(p, view_names) for p in range(len(checked)))}")
     check_same_rows([X.shape[0] for X in checked], view_names)
     return checked
 

@@ -486,6 +486,40 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     assert f'"warnings.{report["warnings"].index(reason)}">{html.escape(reason)}</li>' in page
 
 
+def test_a_constant_view_of_a_file_is_left_out_and_the_run_goes_on(tmp_path, scheduler, capsys):
+    """A constant view of a .npz (or .mat, .csv) file is left out with the warning naming it, as from a store or
+    ONMSC.fit, not an error; the labels are those of the other views; the input file is not changed; views that are
+    all constant stay an error."""
+    import scipy.io
+
+    views, y = _blobs(30)
+    data = tmp_path / "flat.mat"
+    scipy.io.savemat(data, {"X": _cell([views[0], np.zeros((len(y), 4)), views[1]]), "y": y})
+    before = data.read_bytes()
+    out = tmp_path / "run"
+    assert main(["run", "--data", str(data), "--out", str(out), "--scheduler", scheduler, "--quiet"]) == 0
+    assert "view 1 ('view1'): is constant (every sample has the same features), so it carries no cluster information; " \
+           "it is left out" in capsys.readouterr().err
+    assert data.read_bytes() == before
+    report = json.loads((out / "report.json").read_text())
+    assert report["resolved"]["left_out_views"] == [1] and report["view_weights"]["view1"] == 0
+    alone = ONMSC(3, random_state=0).fit(views).labels_
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), alone)
+    scipy.io.savemat(data, {"X": _cell([np.ones((len(y), 2)), np.zeros((len(y), 4))]), "y": y})
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "none"), "--scheduler", scheduler,
+                 "--quiet"]) == 2
+    assert ("every view is constant (every sample has the same features), so none carries cluster information: "
+            "view 0, view 1") in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
+def _cell(views: list[np.ndarray]) -> np.ndarray:
+    """A MATLAB cell array of views (scipy.io.savemat)."""
+    cell = np.empty(len(views), dtype=object)
+    cell[:] = views
+    return cell
+
+
 def test_constant_store_view_of_an_anchor_run_keeps_the_other_views_names(tmp_path, scheduler, capsys):
     """A constant view of a store is left out by the anchor chain (outofcore.ConstantViews): report.json lists it
     as left out and scores the other views alone under their own names, each as its own view's embedding of the
