@@ -442,8 +442,9 @@ def _image_metadata(args: argparse.Namespace) -> dict:
 
 
 def _replacing(store_path: Path, why: str, log: _Log) -> None:
-    """Say so, and why (_previous_store), when the run replaces an earlier run's store; one that no longer opens
-    (its root metadata lost) is removed first, when zarr metadata in it shows a run wrote it."""
+    """Say so, and why (_previous_store), when the run replaces an earlier run's store, and remove that run's results
+    (an interrupted run must not leave them beside the new store); a store that no longer opens (its root metadata
+    lost) is removed first, when zarr metadata in it shows a run wrote it."""
     if store_path.is_symlink():
         raise ValueError(f"{store_path} is a symbolic link, so it is not replaced; remove it or give another --out")
     if not store_path.exists():
@@ -455,7 +456,11 @@ def _replacing(store_path: Path, why: str, log: _Log) -> None:
     if remove and not any((store_path / group / "zarr.json").is_file() for group in ("views", "labels", "stages")):
         raise ValueError(f"{store_path} is not a store a run wrote (no views, labels or stages group in it), so it is "
                          "not replaced; move it away or give another --out")
-    log(f"replacing the previous run's store {store_path} ({why})")
+    stale = [name for name in RUN_FILES if (store_path.parent / name).is_file()]  # of that store's input, not this
+    log(f"replacing the previous run's store {store_path} ({why})"
+        + (f", and removing its results ({', '.join(stale)})" if stale else ""))
+    for name in stale:
+        (store_path.parent / name).unlink()
     if remove:
         shutil.rmtree(store_path)
 

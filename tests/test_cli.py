@@ -922,6 +922,31 @@ def test_a_damaged_view_of_the_runs_store_is_written_again_from_the_input(tmp_pa
     assert f"resuming: {out / 'views.zarr'} holds this input (finished stages: landmarks" in capsys.readouterr().err
 
 
+def test_a_run_over_other_input_removes_the_earlier_run_s_results_first(tmp_path, scheduler, capsys, monkeypatch):
+    """A run into the DIR of a run of other input replaces its store; if it then stops before its own results, the
+    earlier run's report and labels must not be left beside the new store as if they were its results."""
+    import onmsc_dask.cli as cli
+
+    out = tmp_path / "run"
+    for name, n_per_class in (("a", 30), ("b", 40)):
+        views, y = _blobs(n_per_class)
+        np.savez(tmp_path / f"{name}.npz", view0=views[0], view1=views[1], y=y)
+    command = ["run", "--data", str(tmp_path / "a.npz"), "--out", str(out), "--scheduler", scheduler, "--quiet"]
+    assert main(command) == 0 and len(np.load(out / "labels.npy")) == 90
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(cli, "_fit", lambda *args: (_ for _ in ()).throw(ValueError("stopped for the test")))
+        assert main([*command[:2], str(tmp_path / "b.npz"), *command[3:]]) == 2
+    err = capsys.readouterr().err
+    assert (f"replacing the previous run's store {out / 'views.zarr'} (made from other input), and removing its "
+            "results (report.json, report.html, convergence.png, labels.npy, labels.csv)") in err, err
+    assert "stopped for the test" in err
+    assert not any((out / name).exists() for name in ("report.json", "report.html", "labels.npy", "labels.csv"))
+    assert MultiViewStore(out / "views.zarr").n_samples == 120
+    assert main([*command[:2], str(tmp_path / "b.npz"), *command[3:]]) == 0
+    assert len(np.load(out / "labels.npy")) == 120
+
+
 def test_an_input_file_of_the_same_size_and_time_but_other_content_is_new_input(tmp_path, scheduler, capsys):
     """A view file replaced by one of the same size with its old modification time (as `cp -p` or `rsync -t` restore
     a backup): the run used to say "resuming" and give the old input's labels; the files' CRC-32 tells them apart."""
