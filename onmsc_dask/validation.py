@@ -243,11 +243,6 @@ def constant_view_message(label: str) -> str:
     return f"{label}: is constant (every sample has the same features), so it carries no cluster information"
 
 
-def _is_constant(X) -> bool:
-    lo, hi = column_range(X)
-    return X.shape[0] > 1 and not (hi - lo > 0).any()
-
-
 def check_not_constant(spread: np.ndarray, n_samples: int, label: str) -> None:
     """Raise if no column varies (spread = column max - min) over more than one sample."""
     if n_samples > 1 and not (spread > 0).any():
@@ -387,8 +382,16 @@ def check_views(views, view_names: Sequence[str] | None = None, constant: bool =
     views = view_list(views, view_names)
     if view_names is not None:
         check_view_names(view_names, len(views))
-    checked = [check_view(X, p, view_names, constant=constant) for p, X in enumerate(views)]
-    if constant and all(_is_constant(X) for X in checked):
+    checked, constant_views = [], 0
+    for p, X in enumerate(views):
+        try:
+            checked.append(check_view(X, p, view_names))
+        except ConstantViewError:
+            if not constant:
+                raise
+            checked.append(check_view(X, p, view_names, constant=True))
+            constant_views += 1
+    if constant_views == len(checked):
         raise ValueError(f"every view is constant (every sample has the same features), so none carries cluster "
                          f"information: {', '.join(view_label(p, view_names) for p in range(len(checked)))}")
     check_same_rows([X.shape[0] for X in checked], view_names)
