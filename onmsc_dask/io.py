@@ -91,7 +91,8 @@ def load_mat(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     """Load a MATLAB .mat (v5 or v7.3) file holding a cell array of views and labels.
 
     Views come from the first of the variables X, data, fea, views; labels from y, Y, gt,
-    gnd, truth, labels. Views stored transposed (d×n) are turned to n×d.
+    gnd, truth, labels. Views stored transposed (d×n) are turned to n×d. A plain matrix there is one view, with a
+    warning.
     """
     path = Path(path)
     variables = _read_mat_variables(path)
@@ -103,7 +104,7 @@ def load_mat(path: PathLike) -> tuple[list[View], np.ndarray | None]:
         )
     label_key = next((k for k in _LABEL_KEYS if k in variables), None)
     y = None if label_key is None else _labels(variables[label_key], f"{path}: {label_key}")
-    views = [_as_view(v, p, path) for p, v in enumerate(_cell_items(variables[view_key], path))]
+    views = [_as_view(v, p, path) for p, v in enumerate(_cell_items(variables[view_key], path, view_key))]
     return _orient(views, y, path), y
 
 
@@ -202,9 +203,11 @@ def _h5_sparse(group: h5py.Group) -> sp.csc_matrix:
     return sp.csc_matrix((data, ir, jc), shape=shape)
 
 
-def _cell_items(cell: Any, path: Path) -> list[Any]:
-    """Views of a 1×v or v×1 cell; a plain matrix is one view."""
+def _cell_items(cell: Any, path: Path, name: str) -> list[Any]:
+    """Views of a 1×v or v×1 cell (variable `name`); a plain matrix is one view, with a warning."""
     if not (isinstance(cell, np.ndarray) and cell.dtype == object):
+        user_warning(f"{path}: {name} is one matrix, not a cell array of views, so it is clustered as a single view; "
+                     "give several views as a cell array ({X1, X2, ...} in MATLAB)")
         return [cell]
     if cell.ndim != 2 or min(cell.shape) != 1:
         raise ValueError(

@@ -140,6 +140,22 @@ def test_mat_square_view_is_kept(tmp_path):
     np.testing.assert_array_equal(got[0], square)
 
 
+def test_mat_plain_matrix_is_one_view_with_a_warning(tmp_path):
+    """A .mat whose X is a matrix, not a cell of views, is read as one view, and says so; a cell of one view does
+    not warn."""
+    X, y = np.random.default_rng(0).random((12, 3)), np.arange(12) % 3
+    scipy.io.savemat(tmp_path / "m.mat", {"X": X, "y": y})
+    with pytest.warns(UserWarning, match=r"m.mat: X is one matrix, not a cell array of views, so it is clustered as "
+                                         r"a single view"):
+        got, labels = load_mat(tmp_path / "m.mat")
+    assert len(got) == 1
+    np.testing.assert_array_equal(got[0], X)
+    np.testing.assert_array_equal(labels, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load_mat(_save_v5(tmp_path / "c.mat", [X], y))[0]) == 1
+
+
 def test_mat_view_matching_no_sample_count_is_named(tmp_path):
     path = _save_v5(tmp_path / "bad.mat", [np.ones((5, 2)), np.ones((4, 3))], np.zeros(5))
     with pytest.raises(ValueError, match=r"view 1: has shape \(4, 3\).*5 samples"):
