@@ -250,6 +250,19 @@ def _scale_spread_views(spread: float):
     return view_facts
 
 
+def _columns_below_clusters():
+    """graph.resolve_view_inputs with the line-view threshold at k (fewer effective columns than clusters, so fewer
+    directions than a k-wide embedding) instead of graph.LINE_VIEW_COLUMNS (2, which k = 2 gives too)."""
+    import onmsc_dask.graph as graph
+    original = graph.resolve_view_inputs
+
+    def resolve_view_inputs(facts, n_clusters, *args, **kwargs):
+        k = max(int(n_clusters), 2)
+        facts = [{**f, "effective": f["effective"] * graph.LINE_VIEW_COLUMNS / k} for f in facts]
+        return original(facts, n_clusters, *args, **kwargs)
+    return resolve_view_inputs
+
+
 def _refit_below_2n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
     """graph.smallest_cluster_neighbors as it was until commit 0de2cdc: firing for a smallest cluster found below 2N
     (half its size below N), not only for one of at most N samples (the refit kept by today's criterion,
@@ -275,6 +288,8 @@ VARIANTS = {
     "leave out line views": ({"api.informative_views": _without_line_views}, {}),
     "sublinear term weights": ({"graph.value_metric": _sublinear_term_weights}, {}),
     "standardized euclidean views": ({"graph.metric_for": _standardized_euclidean()}, {}),
+    "effective columns below k": ({"graph.resolve_view_inputs": _columns_below_clusters(),
+                                   "api.resolve_view_inputs": _columns_below_clusters()}, {}),
     "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
     **{f"column scales spread {spread}": ({"graph.view_facts": _scale_spread_views(spread),
                                            "api.view_facts": _scale_spread_views(spread)}, {})
