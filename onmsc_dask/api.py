@@ -291,7 +291,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         of the fusion target (assign.readout). Late fusion only; docs/solvers.md ("More eigenvectors than
         clusters").
     metric : ``"auto"`` (graph.metric_for), ``"euclidean"``, ``"standardized"`` (euclidean on columns divided by
-        their standard deviation; kNN graphs only), ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
+        their standard deviation), ``"cosine"``, ``"counts"`` (cosine on log(1 + x)),
         or a list with one entry per input view (a view left out takes its entry with it).
     n_landmarks, n_nearest_landmarks : anchor graph size m and links per point r (Nystrom uses m too); m = None:
         min(1000, n / 10), at least twice the embedding width (validation.default_n_landmarks).
@@ -590,8 +590,8 @@ class ONMSC(ClusterMixin, BaseEstimator):
         self.refinement_objective_ = np.asarray(lab["refinement_objective"])
         used = np.flatnonzero(self.related_views_)
         fused = LateFusionResult(self.embedding_, self.fusion_target_, self.view_weights_[used], fus["rotations"])
-        self._extension_inputs_ = {"graphs": [(L, Z, m, self.n_nearest_landmarks, None)
-                                              for L, Z, m in zip(r.landmarks, r.graphs, r.metrics)],
+        self._extension_inputs_ = {"graphs": [(L, Z, m, self.n_nearest_landmarks, scale)
+                                              for L, Z, m, scale in zip(r.landmarks, r.graphs, r.metrics, r.scales)],
                                    "scales": self._fusion_scales(), "fused": fused, "used": used,
                                    "basis": lab["refinement_basis"] if len(lab["refinement_basis"]) else None}
         self.timings_, self.computed_stages_, self.stage_parameters_ = r.timings, r.computed, params["labels"]

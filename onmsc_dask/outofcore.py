@@ -35,8 +35,9 @@ from dask.delayed import Delayed
 from .assign import assign_labels, readout, refine_labels
 from .cluster import scattered
 from .fusion import full_weights, related_among, warn_unrelated
-from .graph import (LANDMARK_INITS, anchor_affinity, landmark_centres, landmark_rows, metric_from_values,
-                    usable_graphs, value_summary)
+from .graph import (LANDMARK_INITS, anchor_affinity, column_moments, effective_columns, landmark_centres,
+                    landmark_rows, metric_from_values, moment_variances, usable_graphs, value_metric, value_summary,
+                    variance_scale)
 from .rows import RowChunks, read_rows
 from .selection import fuse
 from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -105,6 +106,7 @@ class _ChunkSummary(NamedTuple):
     n_zero_rows: int  # validation.zero_rows
     zero_row_examples: list[int]  # the first (at most 5), absolute
     dtype: np.dtype  # as read (rows.read_rows)
+    moments: np.ndarray  # graph.column_moments of its values: the standardized metric's column scales
 
 
 def _chunk_scan(block: Any, label: str, start: int, idx: np.ndarray) -> tuple[_ChunkSummary, np.ndarray]:
@@ -115,7 +117,7 @@ def _chunk_scan(block: Any, label: str, start: int, idx: np.ndarray) -> tuple[_C
     sample = X[idx - start]
     zr = zero_rows(X)
     return (_ChunkSummary(*value_summary(X), X.shape[0], *column_range(X), zr.size, (zr[:5] + start).tolist(),
-                          X.dtype), sample)
+                          X.dtype, column_moments(X)), sample)
 
 
 def _chunk_distinct_rows(block: Any, at_least: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -153,9 +155,12 @@ class ConstantViews(ConstantViewError):
         self.messages = messages
 
 
-def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tuple[str, int, list[int]] | str:
-    """The view's metric (graph.metric_from_values) from its chunk summaries, with its number of all-zero rows and
-    the first of them; or, for a constant view, check_not_constant's message."""
+def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str,
+                 sample: np.ndarray | sp.csr_matrix) -> tuple[str, int, list[int], list[float] | None] | str:
+    """The view's metric (graph.metric_from_values) from its chunk summaries and, for ``auto``, the effective
+    columns of its landmark sample (the line-view rule), with its number of all-zero rows, the first of them and
+    its column scales for ``standardized`` (of every row); or, for a constant view, check_not_constant's
+    message."""
     rows = sum(s.rows for s in summaries)
     spread = np.max([s.col_max for s in summaries], axis=0) - np.min([s.col_min for s in summaries], axis=0)
     try:
@@ -163,26 +168,34 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str) -> tup
     except ConstantViewError as exc:
         return str(exc)
     check_scale(max(largest_magnitude(s.col_min, s.col_max) for s in summaries), label, summaries[0].dtype)
-    resolved = metric_from_values(metric, min(s.min_value for s in summaries),
-                                  sum(s.zero_fraction * s.rows for s in summaries) / rows,
-                                  all(s.integer for s in summaries), spread.size, label)
-    return (resolved, sum(s.n_zero_rows for s in summaries),
-            [i for s in summaries for i in s.zero_row_examples][:5])
+    values = (min(s.min_value for s in summaries), sum(s.zero_fraction * s.rows for s in summaries) / rows,
+              all(s.integer for s in summaries), spread.size)
+    effective = effective_columns(sample, value_metric(*values)) if metric == "auto" else np.inf
+    resolved = metric_from_values(metric, *values, label, effective)
+    scale = variance_scale(moment_variances(sum(s.moments for s in summaries))) if resolved == "standardized" else None
+    return (resolved, sum(s.n_zero_rows for s in summaries), [i for s in summaries for i in s.zero_row_examples][:5],
+            None if scale is None else scale.tolist())
 
 
 def _view_landmarks(scans: list[tuple[_ChunkSummary, Any]], metric: str, label: str, n_landmarks: int, seed: int,
-                    init: str) -> tuple[tuple[str, int, list[int]] | str, np.ndarray | None]:
+                    init: str) -> tuple[tuple[str, int, list[int], list[float] | None] | str, np.ndarray | None]:
     """The view's _view_metric from its chunk scans and graph.landmark_centres of its sample in that metric (None for
     a constant view). One task: a separate metric task would queue behind another view's k-means on the worker
     that holds its inputs, and hold back this view's k-means while the other worker idles."""
-    view_metric = _view_metric([summary for summary, _ in scans], metric, label)
-    return view_metric, (None if isinstance(view_metric, str) else
-                         landmark_centres([sample for _, sample in scans], n_landmarks, seed, init, view_metric[0]))
+    samples = [sample for _, sample in scans]
+    sample = sp.vstack(samples, format="csr") if sp.issparse(samples[0]) else np.concatenate(samples)
+    view_metric = _view_metric([summary for summary, _ in scans], metric, label, sample)
+    if isinstance(view_metric, str):
+        return view_metric, None
+    scale = None if view_metric[3] is None else np.asarray(view_metric[3])
+    return view_metric, landmark_centres([sample], n_landmarks, seed, init, view_metric[0], scale)
 
 
-def _anchor_block(block: Any, landmarks: np.ndarray, n_nearest: int, metric: str) -> sp.csr_matrix:
-    """The rows of the anchor matrix Z of a row chunk (graph.anchor_affinity, exact search), float64."""
-    return anchor_affinity(read_rows(block), landmarks, n_nearest, metric)
+def _anchor_block(block: Any, landmarks: np.ndarray, n_nearest: int, metric: str,
+                  scale: np.ndarray | None) -> sp.csr_matrix:
+    """The rows of the anchor matrix Z of a row chunk (graph.anchor_affinity, exact search; ``scale``: the view's,
+    for standardized), float64."""
+    return anchor_affinity(read_rows(block), landmarks, n_nearest, metric, scale)
 
 
 def _tree_sum(items: list[Delayed]) -> Delayed:
@@ -342,18 +355,19 @@ def _landmarks(run: _Run, k: int) -> dict[str, Any]:
     constant = {p: r for p, r in enumerate(resolved) if isinstance(r, str)}
     if constant:
         raise ConstantViews(constant)
-    return {"metrics": {"metrics": [r[0] for r in resolved], "zero_rows": [list(r[1:]) for r in resolved]},
+    return {"metrics": {"metrics": [r[0] for r in resolved], "zero_rows": [list(r[1:3]) for r in resolved],
+                        "scales": [r[3] for r in resolved]},
             **{f"L{p}": lms[p] for p in range(rows.n_views)}}
 
 
-def _anchor_graphs(run: _Run, metrics: list[str]) -> dict[str, Any]:
+def _anchor_graphs(run: _Run, metrics: list[str], scales: list[np.ndarray | None]) -> dict[str, Any]:
     """Stage 2: each view's Z, row chunk by row chunk (its landmarks a task input the workers share)."""
     blocks = []
     for p in range(run.rows.n_views):
         L = run.result("landmarks", f"L{p}")
         blocks.append([dask.delayed(_anchor_block, pure=True)(block, L,
                                                               run.params["anchor_graph"]["n_nearest_landmarks"],
-                                                              metrics[p]) for block in run.rows.blocks[p]])
+                                                              metrics[p], scales[p]) for block in run.rows.blocks[p]])
     return {f"Z{p}": sp.vstack(b).tocsr() for p, b in enumerate(_compute(run.client, *blocks))}
 
 
@@ -441,9 +455,6 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
     check_anchor_options(landmark_init, landmark_sample, method)
     if landmark_sample is None:
         landmark_sample = max(LANDMARK_SAMPLE_MIN, round(LANDMARK_SAMPLE_PER_LANDMARK * n_landmarks))
-    if "standardized" in metric:
-        raise ValueError("metric 'standardized' needs kNN graphs (embedding 'exact' or 'nystrom'): the anchor chain "
-                         "reads each view in row chunks, without its column scales")
     params = {"landmarks": {"n_landmarks": n_landmarks, "metric": metric, "random_state": random_state,
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample,
                             **({} if views is None else {"views": views}),
@@ -463,6 +474,7 @@ class ChainResult:
 
     landmarks: list[Any]  # per view, m x d in the metric's space
     metrics: list[str]
+    scales: list[np.ndarray | None]  # per view, its column scales for standardized
     graphs: list[sp.csr_matrix]  # Z per view
     usable: np.ndarray  # views whose graph holds together (the others are left out, with a warning)
     embeddings: dict[str, Any]  # stage 3: H, eigenvalues, F, related, shares
@@ -484,7 +496,8 @@ def run_chain(rows: RowChunks, results: MultiViewStore | InMemory, n_clusters: i
     metrics = lm["metrics"]["metrics"]
     for p, (n_zero, examples) in enumerate(lm["metrics"].get("zero_rows", [(0, [])] * v)):  # also when resumed
         warn_zero_rows(n_zero, examples, metrics[p], view_label(p, rows.view_names))
-    Zs = run.stage("anchor_graph", [f"Z{p}" for p in range(v)], lambda: _anchor_graphs(run, metrics))
+    scales = [None if s is None else np.asarray(s) for s in lm["metrics"].get("scales", [None] * v)]
+    Zs = run.stage("anchor_graph", [f"Z{p}" for p in range(v)], lambda: _anchor_graphs(run, metrics, scales))
     usable = usable_graphs([Zs[f"Z{p}"] for p in range(v)], [view_label(p, rows.view_names) for p in range(v)], k,
                            width, anchor=True)
     emb = run.stage("embeddings", ["H", "eigenvalues", "F", "related", "shares"],
@@ -498,8 +511,8 @@ def run_chain(rows: RowChunks, results: MultiViewStore | InMemory, n_clusters: i
                                "settings"], lambda: _fusion(run, emb, k))
     lab = run.stage("labels", ["labels", "refinement_objective", "inertia", "refinement_basis"],
                     lambda: _labels(run, fus, Zs, related, k))
-    return ChainResult([lm[f"L{p}"] for p in range(v)], metrics, [Zs[f"Z{p}"] for p in range(v)], usable, emb, fus,
-                       lab, run.timings, run.computed)
+    return ChainResult([lm[f"L{p}"] for p in range(v)], metrics, scales, [Zs[f"Z{p}"] for p in range(v)], usable,
+                       emb, fus, lab, run.timings, run.computed)
 
 
 def fit_store(store: MultiViewStore | str | os.PathLike, n_clusters: int, *, client: Any = None,

@@ -1063,12 +1063,32 @@ def test_the_line_view_rule_leaves_other_views_alone(digits, monkeypatch):
     np.testing.assert_array_equal(ONMSC(10, random_state=0).fit(views).labels_, fitted.labels_)
 
 
-def test_anchor_graphs_keep_the_value_metric_and_refuse_standardized():
-    views, _ = _views_with_a_line_view()
+def test_anchor_graphs_standardize_a_line_view_as_kNN_graphs_do(tmp_path, digits):
+    """The anchor chain applies the line-view rule too (effective columns of the landmark sample, column scales of
+    every row from the chunks' moments): in memory and from a store in row chunks alike; a given "standardized"
+    is the same; new rows take the fitted scale; views that are no line views keep their metric."""
+    from onmsc_dask import MultiViewStore
+
+    views, y = _views_with_a_line_view()
     anchor = dict(embedding="anchor", n_landmarks=40, random_state=0)
-    assert ONMSC(4, **anchor).fit(views).metric_ == ["euclidean", "euclidean"]  # the chain reads row chunks
-    with pytest.raises(ValueError, match="'standardized' needs kNN graphs"):
-        ONMSC(4, metric="standardized", **anchor).fit(views)
+    model = ONMSC(4, **anchor).fit(views)
+    assert model.metric_ == ["standardized", "euclidean"]
+    as_euclidean = ONMSC(4, metric="euclidean", **anchor).fit(views)
+    assert accuracy(y, model.labels_) > 0.95 > 0.8 > accuracy(y, as_euclidean.labels_), (
+        accuracy(y, model.labels_), accuracy(y, as_euclidean.labels_))
+    given = ONMSC(4, metric=["standardized", "auto"], **anchor).fit(views)
+    np.testing.assert_array_equal(given.labels_, model.labels_)
+    store = MultiViewStore.create(tmp_path / "v.zarr", views, y, chunk_rows=70)
+    stored = ONMSC(4, cache=store, **anchor).fit(store)
+    assert stored.metric_ == model.metric_
+    np.testing.assert_array_equal(stored.labels_, model.labels_)
+    resumed = ONMSC(4, cache=store, **anchor).fit(store)  # every stage read back, the scales with them
+    assert resumed.computed_stages_ == []
+    np.testing.assert_array_equal(resumed.predict(views), model.labels_)
+    np.testing.assert_allclose(model.extension_.views[0].scale, views[0].std(axis=0))
+    one = model.labels_ == model.labels_[0]
+    assert np.mean(model.predict([X[one] for X in views]) == model.labels_[0]) > 0.95
+    assert "standardized" not in ONMSC(10, embedding="anchor", random_state=0).fit(digits[0]).metric_
 
 
 def test_top_level_names_load_on_first_use():
