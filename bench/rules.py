@@ -263,6 +263,20 @@ def _columns_below_clusters():
     return resolve_view_inputs
 
 
+def _equal_diagonal_alignment():
+    """fusion.alignment_matrix scaled to an equal diagonal (M_pq / sqrt(M_pp M_qq) times the mean M_pp): the
+    diversity term then penalizes redundancy only, not a view's strength (with the eigenvalue scaling a view whose
+    graph separates the clusters weakly has a smaller M_pp, so a smaller penalty on its own weight)."""
+    import onmsc_dask.fusion as fusion
+    original = fusion.alignment_matrix
+
+    def alignment_matrix(H):
+        M = original(H)
+        d = np.sqrt(np.maximum(np.diag(M), np.finfo(float).tiny))
+        return M / np.outer(d, d) * np.mean(np.diag(M))
+    return alignment_matrix
+
+
 def _refit_below_2n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
     """graph.smallest_cluster_neighbors as it was until commit 0de2cdc: firing for a smallest cluster found below 2N
     (half its size below N), not only for one of at most N samples (the refit kept by today's criterion,
@@ -290,6 +304,7 @@ VARIANTS = {
     "standardized euclidean views": ({"graph.metric_for": _standardized_euclidean()}, {}),
     "effective columns below k": ({"graph.resolve_view_inputs": _columns_below_clusters(),
                                    "api.resolve_view_inputs": _columns_below_clusters()}, {}),
+    "equal-diagonal M": ({"fusion.alignment_matrix": _equal_diagonal_alignment()}, {}),
     "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
     **{f"column scales spread {spread}": ({"graph.view_facts": _scale_spread_views(spread),
                                            "api.view_facts": _scale_spread_views(spread)}, {})
