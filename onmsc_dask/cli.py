@@ -330,7 +330,7 @@ def _check_out(args: argparse.Namespace) -> None:
         if path is not None and not (path == given and name == "views.zarr"):
             raise ValueError(f"--out {args.out} holds the input {path}, or a file inside it, which the run would "
                              f"overwrite with its {name}; give another --out")
-    check_run_files(args.out)
+    check_run_files(args.out, before_run=True)
 
 
 def _given_store(args: argparse.Namespace) -> Path | None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,24 @@ def _partial(out: Path, name: str) -> Path:
     return out / f".{name}.onmsc-dask-partial"
 
 
-def check_run_files(out: Path, names: tuple[str, ...] = RUN_FILES) -> None:
+def _run_report(path: Path) -> bool:
+    """Whether `path` is a report.json a run wrote (its ``versions`` name onmsc-dask)."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and isinstance(report.get("versions"), dict) and "onmsc-dask" in report["versions"]
+
+
+def check_run_files(out: Path, names: tuple[str, ...] = RUN_FILES, before_run: bool = False) -> None:
     """ValueError when a directory stands where a run writes one of `names` in `out` (or writes it aside first): the
-    run would end there after its fit, every time."""
+    run would end there after its fit, every time; with `before_run`, also when `out` holds files of those names
+    that no run wrote (a run's report.json is renamed into place first, so an earlier run's files are always beside
+    it): the run would replace the user's files."""
+    present = [name for name in RUN_FILES if (out / name).is_file() or (out / name).is_symlink()]
+    if before_run and present and not _run_report(out / "report.json"):
+        raise ValueError(f"--out {out} holds {', '.join(present)}, which no onmsc-dask run wrote ({out / 'report.json'} "
+                         "is no run's report) and the run would replace; give another --out, or move them away")
     for name in names:
         for path in (out / name, _partial(out, name)):
             if path.is_dir() and not path.is_symlink():

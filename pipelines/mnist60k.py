@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not mnist_splits(args.data_dir):
         parser.error(f"{args.data_dir} holds no MNIST-format image file ({{train,t10k}}-images[-.]idx3-ubyte[.gz])")
     check_parameters(args, parser)
-    check_run_files(args.out, OUTPUT_FILES)
+    check_run_files(args.out, OUTPUT_FILES, before_run=True)
     args.out.mkdir(parents=True, exist_ok=True)
     log = Progress(quiet=args.quiet)
     with ExitStack() as cluster, ExitStack() as stack:

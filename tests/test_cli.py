@@ -783,6 +783,29 @@ def test_a_directory_where_the_run_writes_a_file_is_said_before_the_fit(tmp_path
                         "away\n") and "fitting" not in err and not (out / "views.zarr").exists()
 
 
+def test_an_out_directory_with_the_user_s_own_report_or_labels_is_refused(tmp_path, capsys):
+    """--out holding a report.json or labels.csv that no run wrote: one line, exit 2, the files unchanged, nothing
+    written (the run replaced them); an earlier run's files are replaced as before."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "labels.csv").write_text("my,labels\n")
+    (out / "report.json").write_text('{"mine": 1}\n')
+    (out / "notes.txt").write_text("kept\n")
+    assert main(["run", "--dataset", "digits", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: --out {out} holds report.json, labels.csv, which no onmsc-dask run wrote ({out / 'report.json'} is "
+        "no run's report) and the run would replace; give another --out, or move them away\n")
+    assert sorted(p.name for p in out.iterdir()) == ["labels.csv", "notes.txt", "report.json"]
+    assert (out / "report.json").read_text() == '{"mine": 1}\n' and (out / "labels.csv").read_text() == "my,labels\n"
+    (out / "report.json").unlink()
+    assert main(["run", "--dataset", "digits", "--out", str(out), "--quiet"]) == 2  # labels.csv alone: refused too
+    (out / "labels.csv").unlink()
+    assert main(["run", "--dataset", "digits", "--out", str(out), "--quiet"]) == 0
+    first = (out / "labels.csv").read_text()
+    assert main(["run", "--dataset", "digits", "--out", str(out), "--quiet"]) == 0  # its own files: replaced
+    assert (out / "labels.csv").read_text() == first and (out / "notes.txt").read_text() == "kept\n"
+
+
 def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsys, monkeypatch):
     """--storage-options without a URL, a URL scheme that is not installed and --view-names with a store are known from
     the arguments: the one-line error comes at once, not after SCHEDULER_TIMEOUT spent connecting (here to a closed
