@@ -801,10 +801,25 @@ def _csv_hint(first: str, line: int, message: str) -> str:
     return ""
 
 
+def _named_column(message: str, names: list[str]) -> str:
+    """numpy's "could not convert string 'x' to float64, column c." with the string's closing quote (numpy drops it
+    from long strings), at most 60 of its characters, and the column's header name, if any."""
+    found = re.fullmatch(r"could not convert string '(.*?)'? to float64, column (\d+)\.?", message, re.DOTALL)
+    if not found:
+        return message
+    def short(text: str) -> str:
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    column = int(found[2])
+    name = f" ({short(names[column - 1])!r})" if 0 < column <= len(names) and names[column - 1] else ""
+    return f"could not convert string '{short(found[1])}' to float64, column {column}{name}"
+
+
 def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
     """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`);
     `lines` is given the file line of each row."""
     line, first, lines = 0, "", [] if lines is None else lines  # lines: the file line of each data row
+    fields, header = [], False
     with path.open(encoding="utf-8-sig", errors="replace") as f:
         excel = _excel_line(f.readline())
     if excel and excel[1] != ",":
@@ -863,7 +878,7 @@ def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
         byte = f"byte 0x{exc.object[exc.start]:02x}: {exc.reason}"  # exc.start counts from a buffer, not the file
         raise ValueError(f"{path}: not a UTF-8 text file, as CSV files must be ({byte})") from exc
     except ValueError as exc:  # numpy's own row numbers skip the header and blank lines, and start at 0 or 1
-        message = re.sub(r" at row \d+", "", str(exc))
+        message = _named_column(re.sub(r" at row \d+", "", str(exc)), fields if header else [])
         message = re.sub(r"the number of columns changed from (\d+) to (\d+);.*", r"\2 fields where the lines before "
                          r"it have \1; every line needs as many fields as the others", message)
         raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message}){_csv_hint(first, line, message)}") \

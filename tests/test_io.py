@@ -553,8 +553,22 @@ def test_label_minus_one_beside_ids_0_1_warns_it_is_a_class(tmp_path, dataset):
         load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.npy")
 
 
+def test_csv_read_errors_name_the_column_by_its_header_and_quote_the_value_whole(tmp_path):
+    """numpy's error ended 'column 3.)' and lost the closing quote of a long value (a semicolon-separated line); the
+    column is now named by its header too."""
+    (tmp_path / "n.csv").write_text("length_m,temp_c,pressure_pa\n1,2,3\n4,5,\n")
+    with pytest.raises(ValueError, match=r"n\.csv: not a numeric CSV file \(line 3: could not convert string '' to "
+                                         r"float64, column 3 \('pressure_pa'\)\); it holds missing values"):
+        load_view_files(tmp_path / "n.csv")
+    (tmp_path / "s.csv").write_text("a;b\n" + ";".join(["-4.144423676928577e-06"] * 5) + "\n")
+    with pytest.raises(ValueError, match=r"s\.csv: not a numeric CSV file \(line 2: could not convert string "
+                                         r"'-4\.144423676928577e-06;[^']{34}\.\.\.' to float64, column 1 \('a;b'\)\); "
+                                         r"fields must be separated by commas \(this file uses semicolons\)"):
+        load_view_files(tmp_path / "s.csv")
+
+
 @pytest.mark.parametrize("text, error", [
-    ('a,b\n"-1,646.54",2\n3,4\n', r"line 2: .*column 1\.\); it writes numbers with thousands separators "
+    ('a,b\n"-1,646.54",2\n3,4\n', r"line 2: .*column 1 \('a'\)\); it writes numbers with thousands separators "
                                      r"\('-1,646\.54'\): write them without$"),
     ("a,b,c\n1,2\n3,4,5\n", r"line 3: 3 fields where the lines before it have 2; every line needs as many fields as "
                              r"the others\)$"),
