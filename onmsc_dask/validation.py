@@ -270,7 +270,10 @@ def view_list(views, names: Sequence[str] | None = None, y: Any = None) -> list:
     agree on their row index (check_row_index; ``names`` name the views)."""
     if sp.issparse(views) or isinstance(views, np.ndarray) or hasattr(views, "compute"):
         raise TypeError("views must be a list of arrays (one per view), not a single array; wrap it as [X]")
-    if isinstance(views, Mapping) or hasattr(views, "iloc"):
+    if isinstance(views, Mapping):
+        raise TypeError(f"views must be a list of arrays (one per view), not a {type(views).__name__}; pass "
+                        "list(views.values()) (and view_names=list(views) to fit or MultiViewStore.create to name them)")
+    if hasattr(views, "iloc"):
         raise TypeError(f"views must be a list of arrays (one per view), not a {type(views).__name__}; wrap a "
                         "single table as [X]")
     views = [_xarray_data(X, p) for p, X in enumerate(views)]

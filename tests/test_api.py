@@ -520,7 +520,7 @@ class _Table:
 
 @pytest.mark.parametrize("views, error, match", [
     ([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], ValueError, "every entry is 1-D: a single table given as a list"),
-    ({"a": np.ones((5, 2))}, TypeError, "not a dict"),
+    ({"a": np.ones((5, 2))}, TypeError, r"not a dict; pass list\(views.values\(\)\) \(and view_names=list\(views\) to fit"),
     (_Table(), TypeError, "not a _Table"),
 ])
 def test_views_container_errors(views, error, match):
