@@ -202,8 +202,11 @@ def _is_view_file(path: Path) -> bool:
 
 def _check_data(args: argparse.Namespace) -> None:
     """``--data`` is one file, store or directory, or .csv / .npy files only (one view each); ``--labels`` goes
-    with those."""
+    with those; every local path given exists."""
     data = args.data or []
+    for path in [*data, *([args.labels] if args.labels is not None else [])]:
+        if isinstance(path, Path) and not path.exists():  # not a URL
+            raise FileNotFoundError(f"{path}: no such file or directory")
     view_files = [p for p in data if _is_view_file(p)]
     if args.labels is not None and (not data or len(view_files) != len(data)):
         raise ValueError("--labels goes with .csv / .npy / scipy.sparse .npz views; .mat, multi-view .npz, store and "

@@ -29,6 +29,12 @@ def task_groups(dask_scheduler: Any) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _label(message: str, width: int = 70) -> str:
+    """A stage line's label for the heartbeat: its text before ": ", at most `width` characters, cut between words."""
+    label = message.strip().split(": ")[0].rstrip(". ")
+    return label if len(label) <= width else label[:width - 4].rsplit(" ", 1)[0] + " ..."
+
+
 class Progress:
     """Callable with a stage line, printed as ``[elapsed] line`` on `stream`. Within :meth:`watch`, unless
     `quiet`, a background thread adds a line about the current stage (the last line printed) at least every
@@ -53,7 +59,7 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         with self._lock:
-            self._stage, self._stage_start = message.strip().split(": ")[0].rstrip(". ")[:70], time.perf_counter()
+            self._stage, self._stage_start = _label(message), time.perf_counter()
             self._before, self._reported = dict(self._seen), None
         self._print(message)
 

@@ -807,9 +807,9 @@ def test_an_out_directory_with_the_user_s_own_report_or_labels_is_refused(tmp_pa
 
 
 def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsys, monkeypatch):
-    """--storage-options without a URL, a URL scheme that is not installed and --view-names with a store are known from
-    the arguments: the one-line error comes at once, not after SCHEDULER_TIMEOUT spent connecting (here to a closed
-    port, which would be "no Dask scheduler at ...")."""
+    """--storage-options without a URL, a URL scheme that is not installed, --view-names with a store and a --data
+    or --labels file that does not exist are known from the arguments: the one-line error comes at once, not after
+    SCHEDULER_TIMEOUT spent connecting (here to a closed port, which would be "no Dask scheduler at ...")."""
     import socket
     import time
 
@@ -822,7 +822,10 @@ def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsy
     out = tmp_path / "out"
     cases = {("--dataset", "digits", "--storage-options", "{}"): "--storage-options go with a --data URL",
              ("--data", "s4://bucket/views.zarr"): "s4://bucket/views.zarr: URL scheme 's4' is not available",
-             ("--data", str(store.path), "--view-names", "a", "b"): "--view-names is not used with a store"}
+             ("--data", str(store.path), "--view-names", "a", "b"): "--view-names is not used with a store",
+             ("--data", str(tmp_path / "gone.csv")): f"{tmp_path / 'gone.csv'}: no such file or directory",
+             ("--data", str(store.path.parent / "v.csv"), "--labels", str(tmp_path / "no_y.csv")):
+                 f"{store.path.parent / 'v.csv'}: no such file or directory"}
     for arguments, message in cases.items():
         start = time.monotonic()
         assert main(["run", *arguments, "--out", str(out), "--scheduler", address]) == 2

@@ -44,6 +44,13 @@ def test_task_progress_and_heartbeat(client, monkeypatch):
     assert len(beats) >= 1, lines
 
 
+def test_a_long_stage_label_is_cut_between_words():
+    """The heartbeat's label was cut at 70 characters, mid-word ("(trying for up t")."""
+    label = progress._label("connecting to the Dask scheduler at tcp://127.0.0.1:1 (trying for up to 60 s)")
+    assert label == "connecting to the Dask scheduler at tcp://127.0.0.1:1 (trying for ..." and len(label) <= 70
+    assert progress._label("stage one: sleeping tasks") == "stage one"
+
+
 def test_quiet_prints_stage_lines_only(client):
     out = io.StringIO()
     log = Progress(quiet=True, stream=out)
