@@ -291,6 +291,8 @@ VARIANTS = {
     "N cap 30": ({"graph.default_n_neighbors": _capped_neighbors(30)}, {}),
     "N cap 50": ({"graph.default_n_neighbors": _capped_neighbors(50)}, {}),
     "N cap 100": ({"graph.default_n_neighbors": _capped_neighbors(100)}, {}),
+    "order 1": ({}, {"order": 1}),
+    "order 3": ({}, {"order": 3}),
     "no refine": ({}, {"refine": False}),
     "refine on kNN graphs": ({}, {"refine": True}),
     "leave out views with fewer features than clusters": ({"api.informative_views": _without_narrow_views}, {}),
