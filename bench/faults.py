@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "pipelines"))
 import mnist60k  # noqa: E402
 
 from onmsc_dask.outofcore import STAGES  # noqa: E402
+from onmsc_dask.outputs import RUN_FILES  # noqa: E402
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 ALL_LOST_LIMIT = 120.0  # seconds from losing every worker to the run's exit
@@ -129,8 +130,8 @@ def main(argv: list[str] | None = None) -> dict:
                     shutil.copytree(work / "ref", out)
                     for later in STAGES[i:]:
                         shutil.rmtree(out / "views.zarr" / "stages" / later)
-                    for name in ("labels.npy", "report.json", "convergence.png"):
-                        (out / name).unlink()
+                    for name in RUN_FILES:  # the run writes them all again
+                        (out / name).unlink(missing_ok=True)
                     pids = worker_pids(client)
                     victim = rng.choice(pids)
                     delay = rng.uniform(0.0, durations[stage])

@@ -266,7 +266,8 @@ def _columns_below_clusters():
 def _equal_diagonal_alignment():
     """fusion.alignment_matrix scaled to an equal diagonal (M_pq / sqrt(M_pp M_qq) times the mean M_pp): the
     diversity term then penalizes redundancy only, not a view's strength (with the eigenvalue scaling a view whose
-    graph separates the clusters weakly has a smaller M_pp, so a smaller penalty on its own weight)."""
+    graph separates the clusters weakly has a smaller M_pp, so a smaller penalty on its own weight). It reaches
+    fusion.shared_structure too (the related-views test), whose bare eigenvectors have M_pp = 1 already."""
     import onmsc_dask.fusion as fusion
     original = fusion.alignment_matrix
 

@@ -57,8 +57,8 @@ def metric_for(min_value: float, zero_fraction: float, integer: bool, n_features
                effective: float = np.inf) -> str:
     """The ``auto`` rule: value_metric, unless the view's rows in that metric spread over fewer than
     LINE_VIEW_COLUMNS effective columns (``effective``: effective_columns, of the whole view on kNN graphs, of its
-    landmark sample in the anchor chain): then one column's scale sets every distance, and its columns are ``standardized`` (docs/defaults.md,
-    "Line views")."""
+    landmark sample in the anchor chain): then one column's scale sets every distance, and its columns are
+    ``standardized`` (docs/defaults.md, "Line views")."""
     metric = value_metric(min_value, zero_fraction, integer, n_features)
     return "standardized" if n_features > 1 and effective < LINE_VIEW_COLUMNS else metric
 
@@ -67,56 +67,34 @@ def metric_for(min_value: float, zero_fraction: float, integer: bool, n_features
 VARIANCE_BLOCK_ROWS = 4096
 
 
-def column_moments(X, metric: str = "euclidean") -> np.ndarray:
-    """Row count, column sums and column sums of squares (3 x d: [n, ...], sums, squares) of a view's rows as
-    ``metric`` sees them (_prepare, row-local for euclidean, cosine and counts), accumulated over blocks of
-    VARIANCE_BLOCK_ROWS rows; moments of row chunks add up to the whole view's."""
-    moments = np.zeros((3, X.shape[1]))
-    moments[0] = X.shape[0]
-    for start in range(0, X.shape[0], VARIANCE_BLOCK_ROWS):
-        Z = _prepare(X[start:start + VARIANCE_BLOCK_ROWS], metric)
-        if sp.issparse(Z):
-            moments[1] += np.asarray(Z.sum(axis=0), dtype=np.float64).ravel()
-            moments[2] += np.asarray(Z.multiply(Z).sum(axis=0), dtype=np.float64).ravel()
-        else:
-            Z = np.asarray(Z, dtype=np.float64)
-            moments[1] += Z.sum(axis=0)
-            moments[2] += np.einsum("ij,ij->j", Z, Z)
-    return moments
-
-
-def moment_variances(moments: np.ndarray) -> np.ndarray:
-    """Column variances from column_moments."""
-    n = max(moments[0, 0] if moments.size else 0.0, 1.0)
-    return np.maximum(moments[2] / n - (moments[1] / n) ** 2, 0.0)
-
-
 def column_variances(X, metric: str = "euclidean") -> np.ndarray:
-    """The variance of each column of a view's rows as ``metric`` sees them (column_moments)."""
-    return moment_variances(column_moments(X, metric))
+    """The variance of each column of a view's rows as ``metric`` sees them (_prepare, row-local for euclidean,
+    cosine and counts), accumulated in float64 over blocks of VARIANCE_BLOCK_ROWS rows."""
+    n, sums, squares = X.shape[0], np.zeros(X.shape[1]), np.zeros(X.shape[1])
+    for start in range(0, n, VARIANCE_BLOCK_ROWS):
+        Z = _prepare(X[start:start + VARIANCE_BLOCK_ROWS].astype(np.float64, copy=False), metric)
+        if sp.issparse(Z):
+            sums += np.asarray(Z.sum(axis=0)).ravel()
+            squares += np.asarray(Z.multiply(Z).sum(axis=0)).ravel()
+        else:
+            sums += Z.sum(axis=0)
+            squares += np.einsum("ij,ij->j", Z, Z)
+    return np.maximum(squares / max(n, 1) - (sums / max(n, 1)) ** 2, 0.0)
 
 
-def spread_columns(variances: np.ndarray) -> float:
-    """(sum_j s_j)^2 / sum_j s_j^2 over column variances s_j: how many columns squared distances spread over (d for
-    columns of equal variance, 1 when one column holds it all); inf without variance."""
+def effective_columns(X, metric: str) -> float:
+    """(sum_j s_j)^2 / sum_j s_j^2 over the column variances s_j of the view's rows as ``metric`` (a row-local one)
+    sees them: how many columns its squared distances spread over (d for columns of equal variance, 1 when one
+    column holds it all); inf for a view without variance."""
+    variances = column_variances(X, metric)
     total = float(np.sum(variances**2))
     return float(variances.sum() ** 2 / total) if total > 0 else np.inf
 
 
-def effective_columns(X, metric: str) -> float:
-    """spread_columns of the view's rows as ``metric`` (a row-local one) sees them."""
-    return spread_columns(column_variances(X, metric))
-
-
-def variance_scale(variances: np.ndarray) -> np.ndarray:
-    """Each column's standard deviation, 1 for a constant column: what the ``standardized`` metric divides by."""
-    scale = np.sqrt(variances)
-    return np.where(scale > 0, scale, 1.0)
-
-
 def column_scale(X) -> np.ndarray:
-    """variance_scale of the view's columns."""
-    return variance_scale(column_variances(X))
+    """Each column's standard deviation (1 for a constant column): what the ``standardized`` metric divides by."""
+    scale = np.sqrt(column_variances(X))
+    return np.where(scale > 0, scale, 1.0)
 
 
 def resolve_metric(X, metric: str = "auto", label: str = "the view") -> str:

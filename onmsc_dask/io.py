@@ -523,7 +523,7 @@ def load_view_files(
     (pandas' names 0, 1, ..., d-1 for unnamed columns, years, wavelengths) after an index column's empty name, or with
     d >= 3 when the second row is not spaced alike, or is 0, 1 over a second row that is not integers (with a warning;
     a first row 0, or 0, 1 over integers, e.g. labels or a one-hot sample, is data); uneven increasing numbers over
-    d >= 8 columns, or increasing integers (years) over d >= 3 above a row that is not integers, stay a sample, with a
+    d >= 8 columns, or increasing integers (years) over d >= 5 above a row that is not integers, stay a sample, with a
     warning. A header whose first field is empty, as pandas writes with its index
     (``df.to_csv(path)``), or that names the first column before columns named 0, 1, ..., d-2 (a named index, with a
     warning), marks an index column, which is dropped (it must be numeric like the rest; out of order, a warning);
@@ -864,9 +864,9 @@ def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
                              "numbers, as pandas writes numeric column names, and the next row is not), not as a "
                              "sample")
             elif not header and _increasing(names) and not _increasing(next_row) and (
-                    len(names) >= 8 or len(names) >= 3 and all(map(_is_integer, names))
+                    len(names) >= 8 or len(names) >= 5 and all(map(_is_integer, names))
                     and not all(map(_is_integer, next_row))):  # < 1 / 8! by chance in a sample; integers (years)
-                # over a row that is not: not by chance
+                # over a row that is not, < 1 / 5! (a sample of integers among real values is rarer still)
                 user_warning(f"{path}: first row {shown} read as a sample, though its values increase like "
                              "numeric column names; if it is a header, make its names non-numeric (e.g. x400) or "
                              "remove it")

@@ -35,9 +35,8 @@ from dask.delayed import Delayed
 from .assign import assign_labels, readout, refine_labels
 from .cluster import scattered
 from .fusion import full_weights, related_among, warn_unrelated
-from .graph import (LANDMARK_INITS, anchor_affinity, column_moments, effective_columns, landmark_centres,
-                    landmark_rows, metric_from_values, moment_variances, usable_graphs, value_metric, value_summary,
-                    variance_scale)
+from .graph import (LANDMARK_INITS, LINE_VIEW_COLUMNS, anchor_affinity, column_scale, effective_columns,
+                    landmark_centres, landmark_rows, metric_from_values, usable_graphs, value_metric, value_summary)
 from .rows import RowChunks, read_rows
 from .selection import fuse
 from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
@@ -106,7 +105,6 @@ class _ChunkSummary(NamedTuple):
     n_zero_rows: int  # validation.zero_rows
     zero_row_examples: list[int]  # the first (at most 5), absolute
     dtype: np.dtype  # as read (rows.read_rows)
-    moments: np.ndarray  # graph.column_moments of its values: the standardized metric's column scales
 
 
 def _chunk_scan(block: Any, label: str, start: int, idx: np.ndarray) -> tuple[_ChunkSummary, np.ndarray]:
@@ -117,7 +115,7 @@ def _chunk_scan(block: Any, label: str, start: int, idx: np.ndarray) -> tuple[_C
     sample = X[idx - start]
     zr = zero_rows(X)
     return (_ChunkSummary(*value_summary(X), X.shape[0], *column_range(X), zr.size, (zr[:5] + start).tolist(),
-                          X.dtype, column_moments(X)), sample)
+                          X.dtype), sample)
 
 
 def _chunk_distinct_rows(block: Any, at_least: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -158,9 +156,9 @@ class ConstantViews(ConstantViewError):
 def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str,
                  sample: np.ndarray | sp.csr_matrix) -> tuple[str, int, list[int], list[float] | None] | str:
     """The view's metric (graph.metric_from_values) from its chunk summaries and, for ``auto``, the effective
-    columns of its landmark sample (the line-view rule), with its number of all-zero rows, the first of them and
-    its column scales for ``standardized`` (of every row); or, for a constant view, check_not_constant's
-    message."""
+    columns of its landmark sample (the line-view rule), with its number of all-zero rows, the first of them and,
+    for ``standardized``, the column scales of that sample (rows in the same order whatever the chunks: the same
+    scales for every chunking); or, for a constant view, check_not_constant's message."""
     rows = sum(s.rows for s in summaries)
     spread = np.max([s.col_max for s in summaries], axis=0) - np.min([s.col_min for s in summaries], axis=0)
     try:
@@ -172,7 +170,7 @@ def _view_metric(summaries: list[_ChunkSummary], metric: str, label: str,
               all(s.integer for s in summaries), spread.size)
     effective = effective_columns(sample, value_metric(*values)) if metric == "auto" else np.inf
     resolved = metric_from_values(metric, *values, label, effective)
-    scale = variance_scale(moment_variances(sum(s.moments for s in summaries))) if resolved == "standardized" else None
+    scale = column_scale(sample) if resolved == "standardized" else None
     return (resolved, sum(s.n_zero_rows for s in summaries), [i for s in summaries for i in s.zero_row_examples][:5],
             None if scale is None else scale.tolist())
 
@@ -195,6 +193,8 @@ def _anchor_block(block: Any, landmarks: np.ndarray, n_nearest: int, metric: str
                   scale: np.ndarray | None) -> sp.csr_matrix:
     """The rows of the anchor matrix Z of a row chunk (graph.anchor_affinity, exact search; ``scale``: the view's,
     for standardized), float64."""
+    if metric == "standardized" and scale is None:  # anchor_affinity would take the chunk's own
+        raise ValueError("standardized anchor rows need the view's column scales")
     return anchor_affinity(read_rows(block), landmarks, n_nearest, metric, scale)
 
 
@@ -456,6 +456,8 @@ def stage_parameters(n_clusters: int, *, width: int, n_landmarks: int, n_nearest
     if landmark_sample is None:
         landmark_sample = max(LANDMARK_SAMPLE_MIN, round(LANDMARK_SAMPLE_PER_LANDMARK * n_landmarks))
     params = {"landmarks": {"n_landmarks": n_landmarks, "metric": metric, "random_state": random_state,
+                            # what "auto" resolves to: a store's stage of an earlier rule is not reused
+                            **({"line_view_columns": LINE_VIEW_COLUMNS} if "auto" in metric else {}),
                             "landmark_init": landmark_init, "landmark_sample": landmark_sample,
                             **({} if views is None else {"views": views}),
                             **({"unseeded_fit": uuid.uuid4().hex} if random_state is None else {})}}  # fresh: no reuse

@@ -17,12 +17,13 @@ def _partial(out: Path, name: str) -> Path:
 
 
 def _run_report(path: Path) -> bool:
-    """Whether `path` is a report.json a run wrote (its ``versions`` name onmsc-dask)."""
+    """Whether `path` is a report.json a run wrote: its ``versions`` name onmsc-dask, or (pipelines/mnist60k.py
+    before it wrote versions) it has the ``cluster_sizes`` every run's report has."""
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(report, dict) and isinstance(report.get("versions"), dict) and "onmsc-dask" in report["versions"]
+    return isinstance(report, dict) and ("onmsc-dask" in (report.get("versions") or {}) or "cluster_sizes" in report)
 
 
 def check_run_files(out: Path, names: tuple[str, ...] = RUN_FILES, before_run: bool = False) -> None:
@@ -30,7 +31,7 @@ def check_run_files(out: Path, names: tuple[str, ...] = RUN_FILES, before_run: b
     run would end there after its fit, every time; with `before_run`, also when `out` holds files of those names
     that no run wrote (a run's report.json is renamed into place first, so an earlier run's files are always beside
     it): the run would replace the user's files."""
-    present = [name for name in RUN_FILES if (out / name).is_file() or (out / name).is_symlink()]
+    present = [name for name in names if (out / name).is_file() or (out / name).is_symlink()]
     if before_run and present and not _run_report(out / "report.json"):
         raise ValueError(f"--out {out} holds {', '.join(present)}, which no onmsc-dask run wrote ({out / 'report.json'} "
                          "is no run's report) and the run would replace; give another --out, or move them away")

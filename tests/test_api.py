@@ -1064,10 +1064,10 @@ def test_the_line_view_rule_leaves_other_views_alone(digits, monkeypatch):
 
 
 def test_anchor_graphs_standardize_a_line_view_as_kNN_graphs_do(tmp_path, digits):
-    """The anchor chain applies the line-view rule too (effective columns of the landmark sample, column scales of
-    every row from the chunks' moments): in memory and from a store in row chunks alike; a given "standardized"
-    is the same; new rows take the fitted scale; views that are no line views keep their metric."""
-    from onmsc_dask import MultiViewStore
+    """The anchor chain applies the line-view rule too (effective columns and column scales of the landmark sample):
+    in memory and from a store in row chunks of any size alike; a given "standardized" is the same; new rows take
+    the fitted scale, also when resumed; views that are no line views keep their metric."""
+    from onmsc_dask import MultiViewStore, graph
 
     views, y = _views_with_a_line_view()
     anchor = dict(embedding="anchor", n_landmarks=40, random_state=0)
@@ -1078,16 +1078,21 @@ def test_anchor_graphs_standardize_a_line_view_as_kNN_graphs_do(tmp_path, digits
         accuracy(y, model.labels_), accuracy(y, as_euclidean.labels_))
     given = ONMSC(4, metric=["standardized", "auto"], **anchor).fit(views)
     np.testing.assert_array_equal(given.labels_, model.labels_)
-    store = MultiViewStore.create(tmp_path / "v.zarr", views, y, chunk_rows=70)
-    stored = ONMSC(4, cache=store, **anchor).fit(store)
-    assert stored.metric_ == model.metric_
-    np.testing.assert_array_equal(stored.labels_, model.labels_)
-    resumed = ONMSC(4, cache=store, **anchor).fit(store)  # every stage read back, the scales with them
-    assert resumed.computed_stages_ == []
-    np.testing.assert_array_equal(resumed.predict(views), model.labels_)
-    np.testing.assert_allclose(model.extension_.views[0].scale, views[0].std(axis=0))
+    np.testing.assert_allclose(model.extension_.views[0].scale, views[0].std(axis=0))  # 300 rows: all sampled
     one = model.labels_ == model.labels_[0]
     assert np.mean(model.predict([X[one] for X in views]) == model.labels_[0]) > 0.95
+    for rows in (70, 300):  # the sample's rows in the same order whatever the chunks: the same scales and labels
+        store = MultiViewStore.create(tmp_path / f"v{rows}.zarr", views, y, chunk_rows=rows)
+        stored = ONMSC(4, cache=store, **anchor).fit(store)
+        assert stored.metric_ == model.metric_
+        np.testing.assert_array_equal(stored.extension_.views[0].scale, model.extension_.views[0].scale)
+        np.testing.assert_array_equal(stored.labels_, model.labels_)
+    # the rule is part of the stage's parameters: a store's landmark stage of an earlier rule is not reused
+    assert stored.stage_parameters_["line_view_columns"] == graph.LINE_VIEW_COLUMNS
+    resumed = ONMSC(4, cache=store, **anchor).fit(store)  # every stage read back, the scales with them
+    assert resumed.computed_stages_ == []
+    np.testing.assert_array_equal(resumed.extension_.views[0].scale, model.extension_.views[0].scale)
+    np.testing.assert_array_equal(resumed.predict([X[one] for X in views]), model.predict([X[one] for X in views]))
     assert "standardized" not in ONMSC(10, embedding="anchor", random_state=0).fit(digits[0]).metric_
 
 

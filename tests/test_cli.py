@@ -824,8 +824,9 @@ def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsy
              ("--data", "s4://bucket/views.zarr"): "s4://bucket/views.zarr: URL scheme 's4' is not available",
              ("--data", str(store.path), "--view-names", "a", "b"): "--view-names is not used with a store",
              ("--data", str(tmp_path / "gone.csv")): f"{tmp_path / 'gone.csv'}: no such file or directory",
-             ("--data", str(store.path.parent / "v.csv"), "--labels", str(tmp_path / "no_y.csv")):
-                 f"{store.path.parent / 'v.csv'}: no such file or directory"}
+             ("--data", str(tmp_path / "v.csv"), "--labels", str(tmp_path / "no_y.csv")):
+                 f"{tmp_path / 'no_y.csv'}: no such file or directory"}
+    (tmp_path / "v.csv").write_text("1,2\n3,4\n5,6\n")
     for arguments, message in cases.items():
         start = time.monotonic()
         assert main(["run", *arguments, "--out", str(out), "--scheduler", address]) == 2

@@ -944,13 +944,16 @@ def test_csv_numeric_headers_a_named_index_and_read_errors(tmp_path, dataset):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_view_files(tmp_path / "few.csv")[0][0].shape == (7, 4)
-    _pandas_csv(tmp_path / "years.csv", X[:, :3], index=False, columns=[2019, 2021, 2024])  # integers over reals
-    with pytest.warns(UserWarning, match=r"years\.csv: first row 2019,2021,2024 read as a sample, though"):
-        assert load_view_files(tmp_path / "years.csv")[0][0].shape == (7, 3)
-    _pandas_csv(tmp_path / "counts.csv", np.arange(18).reshape(6, 3) * 5 % 7, index=False, columns=[1, 3, 7])
-    with warnings.catch_warnings():  # integers over integers: a sample may increase by chance
-        warnings.simplefilter("error")
-        assert load_view_files(tmp_path / "counts.csv")[0][0].shape == (7, 3)
+    years = [2019, 2020, 2021, 2023, 2024]
+    _pandas_csv(tmp_path / "years.csv", np.hstack([X, X[:, :1]]), index=False, columns=years)  # integers over reals
+    with pytest.warns(UserWarning, match=r"years\.csv: first row 2019,2020,2021,2023,2024 read as a sample, though"):
+        assert load_view_files(tmp_path / "years.csv")[0][0].shape == (7, 5)
+    for name, rows, names in [("counts.csv", np.arange(30).reshape(6, 5) * 5 % 7, [1, 3, 7, 8, 9]),  # over integers
+                              ("three.csv", X[:, :3], [1, 3, 4])]:  # 3 columns: 1 sample in 3! increases by chance
+        _pandas_csv(tmp_path / name, rows, index=False, columns=names)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert load_view_files(tmp_path / name)[0][0].shape == (7, len(names))
     text = _pandas_csv(tmp_path / "i.csv", X).read_text().replace(",0,1,2,3\n", "id,0,1,2,3\n", 1)
     (tmp_path / "i.csv").write_text(text)
     with pytest.warns(UserWarning, match=r"i\.csv: first column 'id' taken as pandas' index"):
