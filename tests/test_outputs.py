@@ -64,3 +64,24 @@ def test_a_file_that_cannot_be_written_leaves_the_earlier_runs_files(tmp_path, m
             write_run_files(tmp_path, files)
         assert sorted(p.name for p in tmp_path.iterdir() if p != way) == sorted(set(RUN_FILES) - {"labels.npy"})
         way.rmdir()
+
+
+def test_files_of_a_run_s_names_are_refused_before_a_run_unless_a_run_s_report_is_beside_them(tmp_path):
+    """check_run_files(before_run=True): a report.json of a run (versions naming onmsc-dask, or the cluster_sizes of
+    pipelines/mnist60k.py's reports before they had versions) lets a run replace the files; another one, or none
+    beside them, is refused, for each of the names given (mnist60k's anchor_sweep.png too)."""
+    from onmsc_dask.outputs import check_run_files
+
+    (tmp_path / "anchor_sweep.png").write_bytes(b"mine")
+    check_run_files(tmp_path, before_run=True)  # not among the CLI's names
+    with pytest.raises(ValueError, match=r"holds anchor_sweep\.png, which no onmsc-dask run wrote"):
+        check_run_files(tmp_path, (*RUN_FILES, "anchor_sweep.png"), before_run=True)
+    check_run_files(tmp_path, (*RUN_FILES, "anchor_sweep.png"))  # after a run's fit: only directories are refused
+    for report, ours in [({"versions": {"onmsc-dask": "0.1.0"}}, True), ({"cluster_sizes": {"0": 5}}, True),
+                         ({"versions": {"numpy": "2"}}, False), ([1, 2], False)]:
+        (tmp_path / "report.json").write_text(json.dumps(report))
+        if ours:
+            check_run_files(tmp_path, (*RUN_FILES, "anchor_sweep.png"), before_run=True)
+        else:
+            with pytest.raises(ValueError, match=r"holds report\.json, anchor_sweep\.png, which no onmsc-dask run"):
+                check_run_files(tmp_path, (*RUN_FILES, "anchor_sweep.png"), before_run=True)
