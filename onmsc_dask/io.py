@@ -797,7 +797,8 @@ def _csv_hint(first: str, line: int, message: str) -> str:
     if found and found[1].strip().lower() in _ID_MARKS:
         return "; it holds missing values: impute them or drop their rows first"
     if line > 1 and found and re.search(r"column 1\b", message):
-        return "; its first column holds text, such as sample names: remove it (rows are matched by position)"
+        return ("; its first column holds text, such as sample names: remove it (rows are matched by position); if it "
+                "names features, the table is transposed: rows must be samples (df.T)")
     return ""
 
 

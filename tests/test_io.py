@@ -1085,6 +1085,11 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
     with pytest.raises(ValueError, match=r"named\.csv: not a numeric CSV file \(line 2: .*'s000'.*\); its first column "
                                          r"holds text, such as sample names: remove it"):
         load_view_files(tmp_path / "named.csv")
+    pd.DataFrame(X.T, index=["length", "mass", "age"]).to_csv(tmp_path / "transposed.csv")  # features as rows
+    with pytest.raises(ValueError, match=r"transposed\.csv: .*'length'.*; its first column holds text, such as sample "
+                                         r"names: remove it \(rows are matched by position\); if it names features, the "
+                                         r"table is transposed: rows must be samples \(df\.T\)$"):
+        load_view_files(tmp_path / "transposed.csv")
     sp.save_npz(tmp_path / "arr.npz", sp.csr_array(np.where(X > 0, X, 0)))
     np.testing.assert_allclose(load_view_files(tmp_path / "arr.npz")[0][0].toarray(), np.where(X > 0, X, 0))
 
