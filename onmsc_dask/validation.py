@@ -73,11 +73,14 @@ def check_known_shape(X, label: str) -> None:
 
 
 def check_same_rows(n_rows: Sequence[int], names: Sequence[str] | None = None) -> int:
-    """The number of samples, checked to be every view's number of rows."""
+    """The number of samples, checked to be every view's number of rows; the error names a view whose count differs
+    from most views' (view 0's when no count is the most common)."""
+    counts = [list(n_rows).count(rows) for rows in n_rows]
+    like = int(np.argmax(counts)) if max(counts) > counts[0] else 0
     for p, rows in enumerate(n_rows):
-        if rows != n_rows[0]:
-            raise ValueError(f"{view_label(p, names)}: has {rows} rows, expected {n_rows[0]} like "
-                             f"{view_label(0, names)} (every view must describe the same samples; check for "
+        if rows != n_rows[like]:
+            raise ValueError(f"{view_label(p, names)}: has {rows} rows, expected {n_rows[like]} like "
+                             f"{view_label(like, names)} (every view must describe the same samples; check for "
                              "transposed views)")
     return int(n_rows[0])
 

@@ -283,6 +283,8 @@ def test_bad_views_stay_errors(two_views):
         ONMSC(3).fit([two_views[0], nan, np.full((50, 3), 2.5)])
     with pytest.raises(ValueError, match="view 1: has 40 rows, expected 50"):
         ONMSC(3).fit([two_views[0], two_views[1][:40], np.full((50, 3), 2.5)])
+    with pytest.raises(ValueError, match=r"^view 0: has 40 rows, expected 50 like view 1 "):  # the odd one out
+        ONMSC(3).fit([two_views[0][:40], two_views[1], np.full((50, 3), 2.5)])
     with pytest.warns(UserWarning, match="is constant"), pytest.raises(ValueError, match="no view can separate 3"):
         ONMSC(3).fit([np.full((50, 3), 2.5), np.zeros((50, 2))])
     groups = np.repeat(np.arange(10), 5)[:, None] * 100.0 + 0.01 * np.random.default_rng(0).standard_normal((50, 2))
