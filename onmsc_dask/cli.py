@@ -217,7 +217,7 @@ def _check_data(args: argparse.Namespace) -> None:
 
 def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list[str] | None, str]:
     """Views, labels, view names and a description of ``--data`` (not a store) or ``--dataset``."""
-    from .io import load, load_view_files, view_file_names
+    from .io import load, load_view_files, npz_view_names, view_file_names
 
     data = args.data or []
     if not data:
@@ -228,7 +228,8 @@ def _load_input(args: argparse.Namespace) -> tuple[list, np.ndarray | None, list
         given = args.view_names is not None and len(args.view_names) == len(data)  # else _open_store's error
         views, y = load_view_files(data, args.labels, list(args.view_names) if given else names)
         return views, y, names, ", ".join(map(str, data))
-    return *load(data[0]), None, str(data[0])
+    names = npz_view_names(data[0]) if data[0].suffix.lower() == ".npz" else None  # named arrays: their names
+    return *load(data[0]), names, str(data[0])
 
 
 def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[Any, str, int, Path | None]:

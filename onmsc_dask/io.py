@@ -56,7 +56,8 @@ def load(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     """Load views and labels from a .mat, .npz, .npy or .csv file, a MultiViewStore or an MNIST directory.
 
     An .npz holds views view0, view1, ... (or X0 / X_0 ..., or arr_0, arr_1, ... as ``np.savez(f, X0, X1)``
-    names them) and optional labels y; see :func:`load_npz`. A .csv or .npy is one view, without labels; see
+    names them), or views by name (``np.savez(f, colour=A, texture=B)``), and optional labels y; see
+    :func:`load_npz`. A .csv or .npy is one view, without labels; see
     :func:`load_view_files` for several.
     An MNIST directory gives one view of flattened float64 images (the train split when
     present, else t10k). Labels are int64 class ids, or strings where the file (or store) holds class names.
@@ -216,8 +217,9 @@ def _cell_items(cell: Any, path: Path, name: str) -> list[Any]:
     return list(cell.ravel())
 
 
-def _as_view(view: Any, p: int, source: Path) -> View:
-    """View `p` as float64 CSR or C-contiguous float64 array."""
+def _as_view(view: Any, p: int | str, source: Path) -> View:
+    """View `p` (a position, or an .npz array's name) as float64 CSR or C-contiguous float64 array."""
+    p = p if isinstance(p, int) or p.isdigit() else repr(p)
     if sp.issparse(view) and view.dtype.kind in "biuf":
         view = sp.csr_matrix(view, dtype=np.float64)
     elif isinstance(view, np.ndarray) and view.dtype.kind in "biuf":
@@ -470,8 +472,9 @@ def _mnist_files(directory: Path) -> dict[tuple[str, str], Path]:
 
 def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     """Views from arrays named view0, view1, ... (or X0 / X_0 ...; without those, arr_0, arr_1, ... as
-    ``np.savez(f, X0, X1)`` names them) and optional labels y (or another of the .mat label names); or the one
-    sparse view of a ``scipy.sparse.save_npz`` file.
+    ``np.savez(f, X0, X1)`` names them; without those, every other array, in the file's order, its name the view's:
+    npz_view_names) and optional labels y (or another of the .mat label names); or the one sparse view of a
+    ``scipy.sparse.save_npz`` file.
 
     With labels, views stored transposed (d×n) are turned to n×d as in :func:`load_mat`; without, rows are
     samples (numpy's convention: no guess). Object arrays are refused, since reading them runs pickle.
@@ -486,14 +489,30 @@ def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
         raise _numpy_read_error(path, exc, "an .npz archive") from exc
     label_key = next((k for k in _LABEL_KEYS if k in arrays), None)
     y = None if label_key is None else _labels(arrays[label_key], f"{path}: {label_key}")
-    views = [_as_view(view, p, path) for p, view in enumerate(_numbered_views(arrays, path))]
-    return (_check_rows(views, path) if y is None else _orient(views, y, path)), y
+    named = _npz_views(arrays, path, label_key)
+    views = [_as_view(view, key, path) for key, view in named.items()]
+    names = None if all(key.isdigit() for key in named) else list(named)
+    return (_check_rows(views, path, names) if y is None else _orient(views, y, path)), y
 
 
-def _numbered_views(arrays: dict[str, np.ndarray], path: Path) -> list[np.ndarray]:
-    """The arrays view0, view1, ... (or X0 / X_0 ...), else arr_0, arr_1, ..., in order."""
+def npz_view_names(path: PathLike) -> list[str] | None:
+    """The view names of an .npz of named arrays (``np.savez(f, colour=A, texture=B, y=y)``), None for numbered
+    ones (view0, arr_0, ...) or a sparse matrix."""
+    path = Path(path)
+    if npz_kind(path) == "sparse":
+        return None
+    with np.load(path, allow_pickle=False) as npz:
+        keys = list(npz.files)
+    label_key = next((k for k in _LABEL_KEYS if k in keys), None)
+    names = list(_npz_views(dict.fromkeys(keys), path, label_key))
+    return None if all(key.isdigit() for key in names) else names
+
+
+def _npz_views(arrays: dict[str, Any], path: Path, label_key: str | None) -> dict[str, Any]:
+    """The arrays view0, view1, ... (or X0 / X_0 ...), else arr_0, arr_1, ..., in order, keyed by position
+    ("0", "1", ...); without such names, every array but the labels, in the file's order, keyed by its name."""
     for pattern in (r"(?:view|X)_?(\d+)", r"arr_(\d+)"):
-        numbered: dict[int, np.ndarray] = {}
+        numbered: dict[int, Any] = {}
         for key, array in arrays.items():
             match = re.fullmatch(pattern, key)
             if match:
@@ -501,13 +520,15 @@ def _numbered_views(arrays: dict[str, np.ndarray], path: Path) -> list[np.ndarra
                     raise ValueError(f"{path}: two arrays for view {match[1]}")
                 numbered[int(match[1])] = array
         if numbered:
-            break
-    if sorted(numbered) != list(range(len(numbered))) or not numbered:
-        raise ValueError(
-            f"{path}: expected arrays view0, view1, ... (or X0 / X_0 ..., or arr_0, arr_1, ...) numbered from 0, "
-            f"found {sorted(arrays)}"
-        )
-    return [numbered[p] for p in range(len(numbered))]
+            if sorted(numbered) != list(range(len(numbered))):
+                raise ValueError(f"{path}: expected arrays view0, view1, ... (or X0 / X_0 ..., or arr_0, arr_1, ...) "
+                                 f"numbered from 0, found {sorted(arrays)}")
+            return {str(p): numbered[p] for p in range(len(numbered))}
+    named = {key: array for key, array in arrays.items() if key != label_key}
+    if not named:
+        raise ValueError(f"{path}: holds no views (only {sorted(arrays)}); save them as np.savez(f, view0=A, "
+                         "view1=B, y=y) or by name, np.savez(f, colour=A, texture=B)")
+    return named
 
 
 def load_view_files(

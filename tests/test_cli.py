@@ -486,6 +486,22 @@ def test_view_left_out_before_the_graphs_keeps_the_other_views_names(tmp_path, s
     assert f'"warnings.{report["warnings"].index(reason)}">{html.escape(reason)}</li>' in page
 
 
+def test_an_npz_of_named_arrays_names_the_views(tmp_path, scheduler):
+    """np.savez(f, colour=A, texture=B, y=y): the run's views are named colour and texture (the archive was
+    refused); --view-names still overrides them."""
+    views, y = _blobs(30)
+    np.savez(tmp_path / "named.npz", colour=views[0], texture=views[1], y=y)
+    out = tmp_path / "run"
+    assert main(["run", "--data", str(tmp_path / "named.npz"), "--out", str(out), "--scheduler", scheduler,
+                 "--quiet"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["dataset"]["view_names"] == ["colour", "texture"]
+    np.testing.assert_array_equal(np.load(out / "labels.npy"), ONMSC(3, random_state=0).fit(views).labels_)
+    assert main(["run", "--data", str(tmp_path / "named.npz"), "--view-names", "a", "b", "--out", str(out),
+                 "--scheduler", scheduler, "--quiet"]) == 0
+    assert json.loads((out / "report.json").read_text())["dataset"]["view_names"] == ["a", "b"]
+
+
 def test_a_constant_view_of_a_file_is_left_out_and_the_run_goes_on(tmp_path, scheduler, capsys):
     """A constant view of a .npz (or .mat, .csv) file is left out with the warning naming it, as from a store or
     ONMSC.fit, not an error; the labels are those of the other views; the input file is not changed; views that are

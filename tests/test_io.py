@@ -334,6 +334,28 @@ def test_load_npz(tmp_path, dataset, prefix):
     np.testing.assert_array_equal(labels, y)
 
 
+def test_load_npz_of_named_arrays_takes_them_as_views_by_name(tmp_path, dataset):
+    """np.savez(f, dense=A, counts=B, y=y) was refused ("expected arrays view0, view1, ..."): its arrays are views, in
+    the file's order, named by npz_view_names; numbered arrays keep no names; an archive of labels only says so."""
+    from onmsc_dask.io import npz_view_names
+
+    views, y = dataset
+    dense = [_dense(v) for v in views]
+    np.savez(tmp_path / "n.npz", texture=dense[1], colour=dense[0], y=y)
+    got, labels = load_npz(tmp_path / "n.npz")
+    _assert_views_equal(got, [dense[1], dense[0]])
+    np.testing.assert_array_equal(labels, y)
+    assert npz_view_names(tmp_path / "n.npz") == ["texture", "colour"]
+    np.savez(tmp_path / "v.npz", view0=dense[0], view1=dense[1])
+    assert npz_view_names(tmp_path / "v.npz") is None
+    np.savez(tmp_path / "bad.npz", colour=dense[0], names=np.array(["a"] * len(y)))
+    with pytest.raises(ValueError, match=r"bad\.npz: view 'names': is not a numeric matrix"):
+        load_npz(tmp_path / "bad.npz")
+    np.savez(tmp_path / "y.npz", y=y)
+    with pytest.raises(ValueError, match=r"y\.npz: holds no views \(only \['y'\]\)"):
+        load_npz(tmp_path / "y.npz")
+
+
 def test_load_npz_errors(tmp_path):
     np.savez(tmp_path / "gap.npz", view0=np.ones((3, 2)), view2=np.ones((3, 2)))
     with pytest.raises(ValueError, match="numbered from 0"):
