@@ -475,12 +475,13 @@ class ONMSC(ClusterMixin, BaseEstimator):
 
         inputs, names = view_inputs(views, view_names, storage_options)
         input_names = names
-        columns = [column_names(X) for X in views] if isinstance(views, (list, tuple)) else None
+        stored = hasattr(inputs, "read_view")
+        columns = (inputs.column_names if stored else
+                   [column_names(X) for X in views] if isinstance(views, (list, tuple)) else None)
         anchor = self.fusion == "late" and resolve_solver(self.embedding, _n_rows(inputs)) == "anchor"
         if self.cache is not None and not anchor:
             raise ValueError("cache holds the stages of the anchor chain: it needs late fusion with "
                              f"embedding='anchor' (or 'auto' above {EXACT_MAX_SAMPLES} samples)")
-        stored = hasattr(inputs, "read_view")
         lazy = stored or any(is_lazy(X) for X in inputs)
         if anchor and lazy:  # read chunk by chunk by the chain's tasks, their values checked there
             views, n_views = inputs, inputs.n_views if stored else len(inputs)

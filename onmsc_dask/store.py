@@ -2,8 +2,9 @@
 
 Layout of a store directory::
 
-    zarr.json            root attrs: format, format_version, n_samples, view_names, metadata, and class_names when
-                         the labels were given as class names (the name of each id 0..C-1)
+    zarr.json            root attrs: format, format_version, n_samples, view_names, metadata, class_names when
+                         the labels were given as class names (the name of each id 0..C-1), and column_names when a
+                         view was a pandas table with named columns (a list per view, null for the others)
     views/<i>            dense view: row-chunked 2-D float array
     views/<i>/{data,indices,indptr}
                          sparse view: CSR arrays; attrs {"sparse": "csr", "shape", "chunk_rows"}
@@ -39,7 +40,7 @@ from dask.system import CPU_COUNT
 from .cluster import active_client
 from .location import Location, location, unreachable
 from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, float_dtype,
-                         rows_where, user_warning, view_label, view_list)
+                         column_names, rows_where, user_warning, view_label, view_list)
 
 __all__ = ["MultiViewStore", "as_labels", "encode_labels"]
 
@@ -210,6 +211,7 @@ class MultiViewStore:
                 raise _StoreMismatch(f"store at {self.path}: attribute class_names is {names!r:.80}, not a list of "
                                      "class names")
             self.class_names = names
+            self.column_names = self._column_names(attrs.get("column_names"))
             stored = sorted(self._root["views"].keys(), key=lambda key: (len(key), key))
             if stored != [str(p) for p in range(len(self.view_names))]:
                 raise _StoreMismatch(f"store at {self.path}: attribute view_names lists {len(self.view_names)} "
@@ -221,9 +223,24 @@ class MultiViewStore:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"store at {self.path} is corrupt: {exc!r}") from exc
         self.n_views = len(self.view_names)
+        for p, columns in enumerate(self.column_names):
+            if columns is not None and len(columns) != self.view_shape(p)[1]:
+                raise ValueError(f"store at {self.path}: attribute column_names names {len(columns)} columns of "
+                                 f"view {p}, but it has {self.view_shape(p)[1]}")
         self._whole: dict[str, zarr.Group] = {}  # groups of the stages has_stage found whole: read_result does not
         # look them up or check their files again
         self._check_arrays()
+
+    def _column_names(self, stored: Any) -> list[np.ndarray | None]:
+        """Attribute column_names as one array of names (or None) per view, checked to be that."""
+        if stored is None:
+            return [None] * len(self.view_names)
+        if not (isinstance(stored, list) and len(stored) == len(self.view_names) and all(
+                names is None or isinstance(names, list) and all(isinstance(c, str) for c in names)
+                for names in stored)):
+            raise _StoreMismatch(f"store at {self.path}: attribute column_names is {stored!r:.80}, not a list of "
+                                 f"{len(self.view_names)} lists of column names (or nulls)")
+        return [None if names is None else np.asarray(names, dtype=object) for names in stored]
 
     def _check_arrays(self) -> None:
         """The attributes checked against the arrays (rows, label length), and every array whose fill value could
@@ -284,9 +301,11 @@ class MultiViewStore:
         fsspec URL with `storage_options`, as for opening.
         """
         path = location(path, storage_options)
+        views = view_list(views, view_names, y)
+        columns = [column_names(v) for v in views]  # of pandas tables, kept for predict's check (feature_names_in_)
         views = [sp.csr_matrix(v.compute()) if isinstance(v, da.Array) and sp.issparse(v._meta) else
                  v if sp.issparse(v) or isinstance(v, da.Array) else np.asarray(v)
-                 for v in view_list(views, view_names, y)]
+                 for v in views]
         names = check_view_names(view_names, len(views))
         n = check_view_shapes(views, names)
         labels, class_names = (None, None) if y is None else encode_labels(y, n)
@@ -312,6 +331,8 @@ class MultiViewStore:
                     "metadata": metadata,
                     "content_id": uuid.uuid4().hex,  # new at every create; a copy keeps it (api.cache_store)
                     **({} if class_names is None else {"class_names": class_names}),
+                    **({"column_names": [None if c is None else list(c) for c in columns]}
+                       if any(c is not None for c in columns) else {}),
                 }
             )
 

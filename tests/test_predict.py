@@ -481,6 +481,35 @@ def test_pandas_columns_are_recorded_and_checked_in_predict():
     assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(views).feature_names_in_ == [None] * 3
 
 
+
+def test_a_store_keeps_the_column_names_of_pandas_tables_for_predict(tmp_path):
+    """MultiViewStore.create records the column names of each pandas view (it dropped them, so a fit on the store had
+    none and predict took reordered tables by position with a warning); a fit on the store gets them as
+    feature_names_in_, its copy keeps them, and a store whose attribute does not fit its views is an error."""
+    views, _ = _views(300)
+    tables = [pd.DataFrame(views[0], columns=[f"px{j}" for j in range(views[0].shape[1])]), views[1],
+              pd.DataFrame(views[2])]
+    store = MultiViewStore.create(tmp_path / "s.zarr", tables)
+    assert store.column_names[0].tolist() == list(tables[0].columns) and store.column_names[1:] == [None, None]
+    assert MultiViewStore.create(tmp_path / "a.zarr", views).column_names == [None] * 3
+    model = ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(store.copy(tmp_path / "c.zarr"))
+    assert model.feature_names_in_[0].tolist() == list(tables[0].columns) and model.feature_names_in_[1:] == [None] * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the store's own kinds of views: no warning
+        model.predict(tables)
+    with pytest.raises(ValueError, match=r"^view 0 \('view0'\): its columns differ from the fit's \(the same names "
+                                         r"in another order: column 0 is 'px63', was 'px0'\)"):
+        model.predict([tables[0][tables[0].columns[::-1]], *tables[1:]])
+    import zarr
+
+    root = zarr.open_group(tmp_path / "s.zarr", mode="r+")
+    root.attrs["column_names"] = [["a", "b"], None, None]
+    with pytest.raises(ValueError, match=r"attribute column_names names 2 columns of view 0, but it has 64"):
+        MultiViewStore(tmp_path / "s.zarr")
+    root.attrs["column_names"] = [["a"], None]
+    with pytest.raises(ValueError, match=r"attribute column_names is .*, not a list of 3 lists of column names"):
+        MultiViewStore(tmp_path / "s.zarr")
+
 def test_a_knn_fit_checks_the_extension_landmarks_it_is_given():
     """A kNN fit sizes predict's extension with n_landmarks and n_nearest_landmarks: a bad pair given is an error
     before the graphs are built (it used to be taken, and the fit had no extension: predict then said it needs more
