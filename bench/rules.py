@@ -144,8 +144,10 @@ SUITE_CACHE = ROOT / "bench" / "results" / "rules_cache.json"
 
 
 def _patched(patches: dict):
-    """A context manager setting ``module.attribute`` to each value of ``patches`` ({"graph.x": value}) meanwhile."""
+    """A context manager setting ``module.attribute`` to each value of ``patches`` ({"graph.x": value}, or
+    {"api.ONMSC.method": value}, an attribute of a class) meanwhile."""
     import contextlib
+    import functools
     import importlib
 
     @contextlib.contextmanager
@@ -153,15 +155,24 @@ def _patched(patches: dict):
         old = {}
         try:
             for target, value in patches.items():
-                module, name = target.rsplit(".", 1)
-                mod = importlib.import_module(f"onmsc_dask.{module}")
-                old[(mod, name)] = getattr(mod, name)
+                module, *path, name = target.split(".")
+                mod = functools.reduce(getattr, path, importlib.import_module(f"onmsc_dask.{module}"))
+                old[(mod, name)] = mod.__dict__[name] if isinstance(mod, type) else getattr(mod, name)
                 setattr(mod, name, value)
             yield
         finally:
             for (mod, name), value in old.items():
                 setattr(mod, name, value)
     return manager()
+
+
+def _scaled_lambda2(factor: float):
+    """ONMSC._fixed_lambda with lambda2="auto" at ``factor`` times its rule (width * O)."""
+    fixed = ONMSC.__dict__["_fixed_lambda"].__func__
+
+    def rule(name: str, value, auto: float):
+        return fixed(name, value, auto * factor if name == "lambda2" else auto)
+    return staticmethod(rule)
 
 
 def _capped_neighbors(cap: int):
@@ -294,6 +305,10 @@ VARIANTS = {
     "N cap 100": ({"graph.default_n_neighbors": _capped_neighbors(100)}, {}),
     "order 1": ({}, {"order": 1}),
     "order 3": ({}, {"order": 3}),
+    "no eigenvalue scaling": ({}, {"eigenvalue_scaling": False}),
+    "lambda1 0.5": ({}, {"lambda1": 0.5}),
+    "lambda1 2": ({}, {"lambda1": 2.0}),
+    **{f"lambda2 {factor} x auto": ({"api.ONMSC._fixed_lambda": _scaled_lambda2(factor)}, {}) for factor in (0.5, 2)},
     "no refine": ({}, {"refine": False}),
     "refine on kNN graphs": ({}, {"refine": True}),
     "leave out views with fewer features than clusters": ({"api.informative_views": _without_narrow_views}, {}),
