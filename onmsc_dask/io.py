@@ -841,7 +841,7 @@ def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
     """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`);
     `lines` is given the file line of each row."""
     line, first, lines = 0, "", [] if lines is None else lines  # lines: the file line of each data row
-    fields, header = [], False
+    fields, header, blanks = [], False, []  # blanks: the file's empty lines
     with path.open(encoding="utf-8-sig", errors="replace") as f:
         excel = _excel_line(f.readline())
     if excel and excel[1] != ",":
@@ -854,6 +854,8 @@ def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
         for line, text in rows:
             if text.split("#")[0].strip():  # np.loadtxt skips blank lines and comments
                 lines.append(line)
+            elif not text.strip():
+                blanks.append(line)
             yield text
 
     try:
@@ -907,6 +909,11 @@ def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
             from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
+    inner = [blank for blank in blanks if lines[0] < blank < lines[-1]]
+    if inner:  # skipped, every later row would pair with the next sample's label and other views' rows
+        raise ValueError(f"{path}: line {inner[0]} is empty, between rows of data ({len(inner)} such line"
+                         f"{'s' * (len(inner) > 1)}): each line is one sample's, so one sample has nothing there; "
+                         "remove the line if it is not a sample")
     if not np.isfinite(data).all():
         row, column = np.argwhere(~np.isfinite(data))[0]
         kind = "missing" if np.isnan(data[row, column]) else "infinite"

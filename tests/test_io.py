@@ -606,7 +606,7 @@ def test_csv_hints_for_thousands_separators_and_ragged_rows(tmp_path, text, erro
 @pytest.mark.parametrize("value, kind", [("inf", "infinite"), ("nan", "missing")])
 def test_csv_non_finite_values_are_named_by_file_line(tmp_path, value, kind):
     """They were named by 0-based row (e.g. 'in rows [2]' for line 5, after a header and a comment)."""
-    (tmp_path / "a.csv").write_text(f"a,b\n# note\n1,2\n\n3,4\n5,{value}\n")
+    (tmp_path / "a.csv").write_text(f"a,b\n\n# note\n1,2\n3,4\n5,{value}\n")
     with pytest.raises(ValueError, match=rf"a\.csv: holds {kind} values \(e\.g\. line 6, column 2: {value}\); every "
                                          "value must be a finite number"):
         load_view_files(tmp_path / "a.csv")
@@ -675,6 +675,26 @@ def test_csv_read_errors_name_the_file(tmp_path):
         load(tmp_path / "latin.csv")
 
 
+def test_an_empty_line_between_rows_of_a_csv_is_an_error_naming_it(tmp_path, dataset):
+    """numpy skipped it: a view then had a row fewer than the others ('has 1796 rows, expected 1797 ... check for
+    transposed views'), and numeric labels an entry fewer, naming no line (found by a new-user helper). Empty lines
+    before the data or at the end, and comments between rows, are still skipped."""
+    views, y = dataset
+    rows = ["".join(",".join(map(str, row[:3])) + "\n") for row in views[0]]
+    (tmp_path / "v.csv").write_text("a,b,c\n\n" + "".join(rows[:3]) + "# note\n" + "".join(rows[3:]) + "\n\n")
+    got, labels = load_view_files(tmp_path / "v.csv")
+    np.testing.assert_array_equal(got[0], views[0][:, :3])
+    (tmp_path / "gap.csv").write_text("a,b,c\n" + "".join(rows[:10]) + "\n\n" + "".join(rows[10:]))
+    with pytest.raises(ValueError, match=r"^.*gap\.csv: line 12 is empty, between rows of data \(2 such lines\): each "
+                                         r"line is one sample's, so one sample has nothing there; remove the line if "
+                                         r"it is not a sample$"):
+        load_view_files([tmp_path / "v.csv", tmp_path / "gap.csv"])
+    labels = [f"{c}\n" for c in y]
+    (tmp_path / "y.csv").write_text("".join(labels[:9]) + "\n" + "".join(labels[9:]))
+    with pytest.raises(ValueError, match=r"y\.csv: line 10 is empty, between rows of data \(1 such line\)"):
+        load_view_files(tmp_path / "v.csv", y_path=tmp_path / "y.csv")
+
+
 def test_empty_and_header_only_csv_files_are_named(tmp_path):
     """They used to print numpy's 'loadtxt: input contained no data: "<generator object …>"' warning, then fail as
     'view 1: has shape (0, 1)' (also for a header of 3 columns)."""
@@ -699,7 +719,7 @@ def test_empty_and_header_only_csv_files_are_named(tmp_path):
     ("0,1\n1,0\n2,2\n", r"y\.csv: has shape \(3, 2\), expected a vector \(labels are one column of class ids or "
                         r"names, one per sample\)"),
     ("0\n1.5\n1\n", r"y\.csv: holds non-integer values \(e\.g\. 1\.5 at line 2\); labels are integer class ids"),
-    ("label\n0\n\n1\n2.5\n", r"y\.csv: holds non-integer values \(e\.g\. 2\.5 at line 5\)"),  # was "in row 2"
+    ("label\n\n0\n1\n2.5\n", r"y\.csv: holds non-integer values \(e\.g\. 2\.5 at line 5\)"),  # was "in row 2"
 ])
 def test_label_file_errors_say_what_labels_must_be(tmp_path, labels, error):
     """Text that is not one class name per sample used to give only 'not a numeric CSV file', NaN labels 'holds
