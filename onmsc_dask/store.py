@@ -155,6 +155,18 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
     return y.astype(np.int64)
 
 
+def _foreign_arrays_hint(arrays: list[str]) -> str:
+    """How to fit zarr arrays of one's own (``arrays``: their paths in the group, "." for the array itself)."""
+    if not arrays:
+        return ""
+    held = "" if arrays == ["."] else f"; it holds zarr arrays {', '.join(map(repr, arrays[:6]))}" + (
+        " ..." if len(arrays) > 6 else "")
+    component = "" if arrays == ["."] else ", component=NAME"
+    return (f"{held}: fit your own arrays as dask arrays, ONMSC(k).fit([da.from_zarr(url{component}), ...]) (read "
+            f"chunk by chunk where they live), or write a store of them for the CLI, MultiViewStore.create(path, "
+            f"[da.from_zarr(url{component}), ...], y)")
+
+
 class MultiViewStore:
     """A multi-view data set (views, labels) and pipeline stage results in a Zarr v3 directory.
 
@@ -182,6 +194,8 @@ class MultiViewStore:
                           and not _exists(self.path) else str(exc))
         else:
             unreadable = None
+        if unreadable is not None and "array already exists" in unreadable:  # zarr's words for a plain array
+            unreadable = f"it is one zarr array, not a store{_foreign_arrays_hint(['.'])}"
         if unreadable is not None:  # raised outside the except: with zarr's GroupNotFoundError as its context, a
             # worker's ValueError would reach the client as a bare Exception (tblib cannot rebuild zarr's errors)
             where = (" (a memory:// store lives in the memory of the process that wrote it: Dask worker processes "
@@ -189,9 +203,10 @@ class MultiViewStore:
                      if isinstance(self.path, Location) and self.path.protocol == "memory" and _on_worker() else "")
             raise ValueError(f"no readable onmsc-dask store at {self.path}: {unreadable}{where}")
         if attrs.get("format") != FORMAT:
+            arrays = sorted(self._root.array_keys()) if "views" not in self._root else []
             raise ValueError(
                 f"{self.path} is not an onmsc-dask store (no format={FORMAT!r} attribute; "
-                "a foreign zarr group or an interrupted create)"
+                f"a foreign zarr group or an interrupted create){_foreign_arrays_hint(arrays)}"
             )
         version = _format_version(attrs.get("format_version"))
         if version is None:

@@ -254,6 +254,34 @@ def test_overwrite_refusal(tmp_path, rng):
     assert (tmp_path / "other" / "keep.txt").exists()
 
 
+def test_zarr_arrays_of_one_s_own_are_refused_with_the_way_to_fit_them(tmp_path, rng):
+    """A zarr group of the user's arrays (or one array) given as a store said only 'a foreign zarr group or an
+    interrupted create' (found by a new-user helper); the error lists the arrays and the two ways to use them, and
+    the first, dask arrays read from the zarr arrays, fits as the arrays themselves do."""
+    from sklearn.datasets import make_blobs
+
+    from onmsc_dask import ONMSC
+
+    X, y = make_blobs(300, n_features=6, centers=3, random_state=0)
+    group = zarr.open_group(tmp_path / "mine.zarr", mode="w")
+    for name, view in (("colour", X[:, :3]), ("shape", X[:, 3:])):
+        group.create_array(name, data=view, chunks=(64, 3))
+    with pytest.raises(ValueError, match=r"mine\.zarr is not an onmsc-dask store \(.*\); it holds zarr arrays "
+                                         r"'colour', 'shape': fit your own arrays as dask arrays, "
+                                         r"ONMSC\(k\)\.fit\(\[da\.from_zarr\(url, component=NAME\), \.\.\.\]\) .*, "
+                                         r"or write a store of them for the CLI, MultiViewStore\.create\(path, "):
+        MultiViewStore(tmp_path / "mine.zarr")
+    with pytest.raises(ValueError, match=r"no readable onmsc-dask store at .*colour: it is one zarr array, not a "
+                                         r"store: fit your own arrays as dask arrays, "
+                                         r"ONMSC\(k\)\.fit\(\[da\.from_zarr\(url\)"):
+        MultiViewStore(tmp_path / "mine.zarr" / "colour")
+    views = [da.from_zarr(str(tmp_path / "mine.zarr"), component=name) for name in ("colour", "shape")]
+    fitted = ONMSC(3, random_state=0).fit(views).labels_
+    np.testing.assert_array_equal(fitted, ONMSC(3, random_state=0).fit([X[:, :3], X[:, 3:]]).labels_)
+    store = MultiViewStore.create(tmp_path / "s.zarr", views, y, view_names=["colour", "shape"])
+    np.testing.assert_array_equal(store.read_view(1), X[:, 3:])
+
+
 def test_open_errors(tmp_path, rng):
     with pytest.raises(ValueError, match="no readable onmsc-dask store"):
         MultiViewStore(tmp_path / "missing.zarr")
