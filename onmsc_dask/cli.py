@@ -279,7 +279,8 @@ def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[
     views, y, names, name = _load_input(args)
     if args.view_names is not None:
         if len(args.view_names) != len(views):
-            raise ValueError(f"--view-names gives {len(args.view_names)} names for the {len(views)} views of {name}")
+            raise ValueError(f"--view-names gives {len(args.view_names)} name{'s' * (len(args.view_names) != 1)} for "
+                             f"the {len(views)} views of {name}")
         names = list(args.view_names)
     views = check_views(views, names, constant=True)  # the fit leaves a constant view out, with a warning
     k = n_clusters_of(args.n_clusters, y, views[0].shape[0], name)

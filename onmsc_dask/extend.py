@@ -23,8 +23,8 @@ from .fusion import polar_transform
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
 from .validation import (SCALE_EXPONENT, check_column_names, check_finite, check_int, check_known_shape,
-                         check_landmarks, check_same_rows, default_n_landmarks, numeric_objects, rows_where, view_label,
-                         view_list)
+                         check_landmarks, check_same_rows, default_n_landmarks, numeric_objects, rows_where,
+                         user_warning, view_label, view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
 
@@ -278,6 +278,9 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         if names is not None and sorted(views.view_names) == sorted(names) and list(views.view_names) != list(names):
             raise ValueError(f"store {views.path} holds the fitted views in another order ({list(views.view_names)}, "
                              f"fitted as {list(names)}); views are matched by position: write them in the fit's order")
+        if names is not None and list(views.view_names) != list(names):
+            user_warning(f"store {views.path} names its views {list(views.view_names)}, the fit {list(names)}; they are "
+                         "taken by position")
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
         with unchanged_store(views), one_blas_thread():
             return again_on_lost_data(partial(_map_store, ext, views, method), method,

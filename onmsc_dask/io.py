@@ -575,9 +575,13 @@ def load_view_files(
         y = _class_name_column(Path(y_path), n, exc)
     if y.shape == (n + 1, 1) and _is_number((first := _first_line(Path(y_path))).strip('"')):  # e.g. pandas' Series
         # name 0 over the ids
+        named = [Path(path) for path in paths if _step(_first_line(Path(path)).split(",")) is not None
+                 and len(_first_line(Path(path)).split(",")) > 1]  # the first line may be a sample read as names
+        also = (f"; or {named[0].name}'s first line ({_first_line(named[0])[:60]}) is a sample, taken as column names: "
+                "then add a header line naming its columns" if named else "")
         raise ValueError(f"{y_path}: has {n + 1} entries, expected {n}, one per sample; if its first line ({first}) is "
                          "a header (pandas writes 0 for an unnamed Series), name the column, e.g. "
-                         "y.to_csv(path, header=['label'], index=False), or remove it")
+                         f"y.to_csv(path, header=['label'], index=False), or remove it{also}")
     with _hint("".join(_numeric_header_hint(Path(path)) for path in paths) if len(y) == n - 1 else ""):
         return views, _file_labels(y, n, str(y_path), lambda row: f"line {lines[row]}" if len(lines) == len(y)
                                       else f"row {row}")  # a CSV read as numbers: its lines

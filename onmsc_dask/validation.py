@@ -376,7 +376,8 @@ def check_view_names(view_names: Sequence[str] | None, n_views: int) -> list[str
         raise TypeError(f"view_names: must be a list of strings (one per view), not the string {view_names!r}")
     names = list(view_names)
     if len(names) != n_views:
-        raise ValueError(f"view_names: has {len(names)} names for {n_views} views")
+        raise ValueError(f"view_names: has {len(names)} name{'s' * (len(names) != 1)} for {n_views} view"
+                         f"{'s' * (n_views != 1)}")
     if not all(isinstance(s, str) and s.strip() for s in names) or len(set(names)) != n_views:
         raise ValueError(f"view_names: must be distinct, non-blank strings, got {names}")
     return names

@@ -709,7 +709,7 @@ def test_view_names_must_match_the_views(tmp_path, scheduler, capsys):
     np.savez(tmp_path / "blobs.npz", view0=views[0], view1=views[1], y=y)
     assert main(["run", "--data", str(tmp_path / "blobs.npz"), "--out", str(tmp_path / "out"),
                  "--view-names", "one"]) == 2
-    assert "--view-names gives 1 names for the 2 views of" in capsys.readouterr().err
+    assert "--view-names gives 1 name for the 2 views of" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
     MultiViewStore.create(tmp_path / "blobs.zarr", views, y)  # a store keeps its own names
     assert main(["run", "--data", str(tmp_path / "blobs.zarr"), "--out", str(tmp_path / "out"),
@@ -726,7 +726,7 @@ def test_view_names_must_match_the_views(tmp_path, scheduler, capsys):
     assert list(json.loads((tmp_path / "named" / "report.json").read_text())["view_weights"]) == ["colour", "shape"]
     capsys.readouterr()
     assert main([*run, "--view-names", "one"]) == 2
-    assert "--view-names gives 1 names for the 2 views of" in capsys.readouterr().err
+    assert "--view-names gives 1 name for the 2 views of" in capsys.readouterr().err
     assert main(run) == 0
     assert MultiViewStore(tmp_path / "named" / "views.zarr").view_names == ["view0", "view1"]
 

@@ -531,6 +531,15 @@ def test_labels_file_of_ids_under_pandas_header_0_says_what_line_1_is(tmp_path, 
     (tmp_path / "y.csv").write_text("label\n0\n" + "".join(f"{c}\n" for c in y))  # a header, and one id too many
     with pytest.raises(ValueError, match=rf"y\.csv: has {len(y) + 1} entries, expected {len(y)}, one per sample$"):
         load_view_files(tmp_path / "v.npy", y_path=tmp_path / "y.csv")
+    # a headerless view whose first sample reads 0,1,2,3,4 is taken as column names (with a warning): the labels'
+    # error names that too (it blamed the labels only; found by a new-user helper)
+    rows = np.vstack([np.arange(5), views[1][1:, :5]])
+    (tmp_path / "v.csv").write_text("".join(",".join(map(str, row)) + "\n" for row in rows))
+    (tmp_path / "y.csv").write_text("".join(f"{c}\n" for c in y))
+    with pytest.warns(UserWarning, match=r"first row 0,1,2,3,4 taken as column names"), \
+            pytest.raises(ValueError, match=r"or remove it; or v\.csv's first line \(0,1,2,3,4\) is a sample, taken as "
+                                            r"column names: then add a header line naming its columns$"):
+        load_view_files(tmp_path / "v.csv", y_path=tmp_path / "y.csv")
 
 
 def test_numeric_header_not_evenly_spaced_is_named_when_the_rows_disagree(tmp_path, dataset):

@@ -537,7 +537,8 @@ def test_integer_and_float16_new_rows_are_mapped_as_their_float64_values():
 
 def test_a_store_of_the_fitted_views_in_another_order_is_refused(tmp_path):
     """predict matches views by position: a store holding the fitted views (same names, same widths) in another
-    order was predicted silently from the swapped views (found by a review)."""
+    order was predicted silently from the swapped views (found by a review); a store of other names is taken by
+    position with a warning."""
     X, _ = make_blobs(200, 4, centers=3, random_state=0)
     views = [X, X[:, ::-1] + 1.0]
     fitted = MultiViewStore.create(tmp_path / "fit.zarr", views, view_names=["a", "b"])
@@ -548,4 +549,9 @@ def test_a_store_of_the_fitted_views_in_another_order_is_refused(tmp_path):
         model.predict(swapped)
     np.testing.assert_array_equal(model.predict(fitted), model.labels_)
     renamed = MultiViewStore.create(tmp_path / "renamed.zarr", views, view_names=["c", "d"])  # other names: by position
-    np.testing.assert_array_equal(model.predict(renamed), model.labels_)
+    with pytest.warns(UserWarning, match=r"renamed\.zarr names its views \['c', 'd'\], the fit \['a', 'b'\]; they are "
+                                         r"taken by position$"):  # silent before (found by a new-user helper)
+        np.testing.assert_array_equal(model.predict(renamed), model.labels_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the fit's names: no warning
+        model.predict(fitted)
