@@ -170,13 +170,16 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def numeric_objects(X: np.ndarray, label: str) -> np.ndarray:
-    """A 2-D object array as float64: text is refused as the text dtypes are (not converted), and missing values
-    (None, pd.NA, pd.NaT) are named with their rows as NaN is."""
+    """A 2-D object array as float64: text is refused as the text dtypes are (not converted), named by its first
+    column (by position) and rows; missing values (None, pd.NA, pd.NaT) are named with their rows as NaN is."""
     kind = np.frompyfunc(_object_kind, 1, 1)(X).astype(np.int8)
     if (kind == 1).any():
-        rows = rows_where(X, kind == 1)[:5].tolist()
-        raise ValueError(f"{label}: holds text (e.g. {str(X[kind == 1][0])!r}, in rows {rows}), expected a numeric matrix"
-                         f"{_text_hint(X[kind == 1])}")
+        texts = np.flatnonzero((kind == 1).any(axis=0))
+        j = texts[0]
+        more = f", and {len(texts) - 1} more column{'s' * (len(texts) > 2)}" if len(texts) > 1 else ""
+        rows = np.flatnonzero(kind[:, j] == 1)[:5].tolist()
+        raise ValueError(f"{label}: holds text in column {j} (e.g. {str(X[rows[0], j])!r}, in rows {rows}{more}), "
+                         f"expected a numeric matrix{_text_hint(X[kind == 1])}")
     if (kind == 2).any():
         raise ValueError(f"{label}: contains missing values (None, pd.NA or pd.NaT; e.g. in rows "
                          f"{rows_where(X, kind == 2)[:5].tolist()}); impute or drop them first")
@@ -430,6 +433,8 @@ def n_clusters_of(n_clusters: int | None, y: np.ndarray | None, n_samples: int, 
         if n_clusters < 2:
             raise ValueError(f"the labels of {source} hold a single class, so they do not give the number of "
                              "clusters; pass --n-clusters K")
+    elif not n_clusters < n_samples:
+        raise ValueError(f"--n-clusters {n_clusters}: must be below the {n_samples} samples of {source}")
     return check_n_clusters(n_clusters, n_samples)
 
 

@@ -352,6 +352,14 @@ def test_n_clusters_must_be_an_integer_of_at_least_2(tmp_path, capsys, given, sh
     assert not (tmp_path / "out").exists()
 
 
+def test_n_clusters_of_at_least_the_samples_is_named_as_the_option(tmp_path, capsys):
+    """It used to print the estimator's "n_clusters=8 must satisfy 2 <= n_clusters < n_samples=8"."""
+    np.save(tmp_path / "a.npy", np.random.default_rng(0).normal(size=(8, 3)))
+    assert main(["run", "--data", str(tmp_path / "a.npy"), "--n-clusters", "8", "--out", str(tmp_path / "out")]) == 2
+    assert f"--n-clusters 8: must be below the 8 samples of {tmp_path / 'a.npy'}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_file_exits_2(tmp_path, capsys):
     """Each missing input gets "FILE: no such file or directory"; a missing view or labels file of several used to
     print Python's "[Errno 2] No such file or directory: 'FILE'"."""

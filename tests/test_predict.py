@@ -287,7 +287,7 @@ def test_bad_new_samples_are_named_errors(anchor_fit):
     as_objects = new[2].astype(object)  # numbers as objects are taken, text among them is not, None is missing
     assert (model.predict([new[0], new[1], as_objects]) == model.predict(new)).all()
     as_objects[4, 1] = "0.5"
-    with pytest.raises(ValueError, match=r"view 2: holds text \(e\.g\. '0\.5', in rows \[4\]\)"):
+    with pytest.raises(ValueError, match=r"view 2: holds text in column 1 \(e\.g\. '0\.5', in rows \[4\]\)"):
         model.predict([new[0], new[1], as_objects])
     as_objects[4, 1] = None
     with pytest.raises(ValueError, match=r"view 2: contains missing values \(None, pd\.NA or pd\.NaT; e\.g\. in rows \[4\]\)"):

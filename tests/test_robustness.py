@@ -91,15 +91,15 @@ BAD_INPUTS = {
                                                             "categories: encode them", "get_dummies"]),
     # text that is no number was told to be converted with X.astype(float), which fails on it
     "categorical column": (lambda v: [v[0], pd.DataFrame(v[1]).assign(c=pd.Categorical(["a", "b"] * (N // 2)))], {},
-                           ["view 1: holds text (e.g. 'a', in rows [0, 1, 2, 3, 4])", "pandas.get_dummies(table)"]),
+                           ["view 1: holds text in column 5 (e.g. 'a', in rows [0, 1, 2, 3, 4])", "pandas.get_dummies(table)"]),
     "decimal commas": (lambda v: [v[0], np.char.replace(v[1].round(3).astype(str), ".", ",").astype(object)], {},
-                       ["view 1: holds text (e.g. '", "decimal commas: parse them with pandas.to_numeric"]),
+                       ["view 1: holds text in column 0 (e.g. '", "and 4 more columns", "decimal commas: parse them with pandas.to_numeric"]),
     "numbers as text": (lambda v: [v[0], v[1].astype(str)], {}, ["view 1: has dtype <U32, expected a numeric matrix",
                                                                    "X.astype(float)"]),
     "bytes": (lambda v: [v[0], v[1].astype("S8")], {}, ["view 1: has dtype |S8, expected a numeric matrix"]),
     # numbers as text in an object array (a pandas column of strings) used to be converted, silently
     "text as objects": (lambda v: [v[0], v[1].astype(str).astype(object)], {},
-                        ["view 1: holds text (e.g. '", "in rows [0, 1, 2, 3, 4]", "X.astype(float)"]),
+                        ["view 1: holds text in column 0 (e.g. '", "in rows [0, 1, 2, 3, 4]", "X.astype(float)"]),
     # pandas' missing value gave "is not a numeric n x d array (float() argument must be ... not 'NAType')"
     # pandas tables were matched by position whatever their index: a reordered view paired the wrong rows, silently
     "reordered table": (lambda v: [pd.DataFrame(v[0]), pd.DataFrame(v[1]).iloc[::-1]], {},
