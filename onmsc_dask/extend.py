@@ -23,8 +23,8 @@ from .fusion import polar_transform
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
 from .spectral import anchor_column_sums
 from .validation import (SCALE_EXPONENT, check_column_names, check_finite, check_int, check_known_shape,
-                         check_landmarks, check_same_rows, default_n_landmarks, numeric_objects, rows_where,
-                         user_warning, view_label, view_list)
+                         check_landmarks, check_same_rows, check_view_names, column_names, default_n_landmarks,
+                         numeric_objects, rows_where, user_warning, view_label, view_list)
 
 __all__ = ["ViewExtension", "Extension", "anchor_map", "regression_map", "landmark_graph", "build_extension", "apply"]
 
@@ -278,15 +278,16 @@ def apply(ext: Extension, views, method: str, n_features: list[int], names: list
         if names is not None and sorted(views.view_names) == sorted(names) and list(views.view_names) != list(names):
             raise ValueError(f"store {views.path} holds the fitted views in another order ({list(views.view_names)}, "
                              f"fitted as {list(names)}); views are matched by position: write them in the fit's order")
-        if names is not None and list(views.view_names) != list(names):
+        if names is not None and list(views.view_names) not in (list(names), check_view_names(None, len(names))):
             user_warning(f"store {views.path} names its views {list(views.view_names)}, the fit {list(names)}; they are "
                          "taken by position")
         _check_rows([_Shape(views.view_shape(p)) for p in range(views.n_views)], n_features, views.view_names)
+        check_column_names(views.column_names, feature_names, views.view_names)  # of the tables it was written from
         with unchanged_store(views), one_blas_thread():
             return again_on_lost_data(partial(_map_store, ext, views, method), method,
                                       f"call {method} again once the cluster is steady")
     views = view_list(views, names)
-    check_column_names(views, feature_names, names)  # of pandas tables, before they become arrays
+    check_column_names([column_names(X, distinct=False) for X in views], feature_names, names)  # of pandas tables
     views = _check_rows([X if isinstance(X, da.Array) else sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
                          for X in views], n_features, names)
     if any(isinstance(X, da.Array) for X in views):

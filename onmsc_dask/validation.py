@@ -330,12 +330,12 @@ def column_names(X: Any, distinct: bool = True) -> np.ndarray | None:
     return names if not distinct or len(set(names)) == len(names) else None
 
 
-def check_column_names(views: list, fitted: list | None, names: Sequence[str] | None = None) -> None:
-    """New pandas tables whose columns are named (column_names) must have the fitted view's names in its order
-    (``fitted``: feature_names_in_), else their values would be matched to other features silently. A view with
-    names where the fit had none, or none where it had, is taken by position with a warning (as scikit-learn's)."""
-    for p, (X, known) in enumerate(zip(views, fitted or [])):
-        new = column_names(X, distinct=False)
+def check_column_names(columns: list, fitted: list | None, names: Sequence[str] | None = None) -> None:
+    """New views whose columns are named (``columns``: a pandas table's column_names, or a store's) must have the
+    fitted view's names in its order (``fitted``: feature_names_in_), else their values would be matched to other
+    features silently. A view with names where the fit had none, or none where it had, is taken by position with a
+    warning (as scikit-learn's)."""
+    for p, (new, known) in enumerate(zip(columns, fitted or [])):
         if new is None or known is None or np.array_equal(new, known):
             if (new is None or len(set(new)) < len(new)) != (known is None):  # as the fit records them: distinct
                 warnings.warn(f"{view_label(p, names)}: " + ("has column names, but the fit's had none" if known is None

@@ -481,7 +481,6 @@ def test_pandas_columns_are_recorded_and_checked_in_predict():
     assert ONMSC(10, embedding="anchor", n_landmarks=60, random_state=0).fit(views).feature_names_in_ == [None] * 3
 
 
-
 def test_a_store_keeps_the_column_names_of_pandas_tables_for_predict(tmp_path):
     """MultiViewStore.create records the column names of each pandas view (it dropped them, so a fit on the store had
     none and predict took reordered tables by position with a warning); a fit on the store gets them as
@@ -500,6 +499,12 @@ def test_a_store_keeps_the_column_names_of_pandas_tables_for_predict(tmp_path):
     with pytest.raises(ValueError, match=r"^view 0 \('view0'\): its columns differ from the fit's \(the same names "
                                          r"in another order: column 0 is 'px63', was 'px0'\)"):
         model.predict([tables[0][tables[0].columns[::-1]], *tables[1:]])
+    reordered = MultiViewStore.create(tmp_path / "r.zarr", [tables[0][tables[0].columns[::-1]], *tables[1:]])
+    with pytest.raises(ValueError, match=r"^view 0 \('view0'\): its columns differ from the fit's \(the same names "
+                                         r"in another order"):  # predicted by position, silently (found by a review)
+        model.predict(reordered)
+    with pytest.warns(UserWarning, match=r"view 0 \('view0'\): has no column names, but the fit's had"):
+        model.predict(MultiViewStore(tmp_path / "a.zarr"))
     import zarr
 
     root = zarr.open_group(tmp_path / "s.zarr", mode="r+")
@@ -509,6 +514,7 @@ def test_a_store_keeps_the_column_names_of_pandas_tables_for_predict(tmp_path):
     root.attrs["column_names"] = [["a"], None]
     with pytest.raises(ValueError, match=r"attribute column_names is .*, not a list of 3 lists of column names"):
         MultiViewStore(tmp_path / "s.zarr")
+
 
 def test_a_knn_fit_checks_the_extension_landmarks_it_is_given():
     """A kNN fit sizes predict's extension with n_landmarks and n_nearest_landmarks: a bad pair given is an error
@@ -552,6 +558,9 @@ def test_a_store_of_the_fitted_views_in_another_order_is_refused(tmp_path):
     with pytest.warns(UserWarning, match=r"renamed\.zarr names its views \['c', 'd'\], the fit \['a', 'b'\]; they are "
                                          r"taken by position$"):  # silent before (found by a new-user helper)
         np.testing.assert_array_equal(model.predict(renamed), model.labels_)
+    unnamed = MultiViewStore.create(tmp_path / "unnamed.zarr", views)
+    named = ONMSC(3, random_state=0).fit(unnamed, view_names=["colour", "shape"])
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the fit's names: no warning
+        warnings.simplefilter("error")  # the fit's names, or a store of unnamed views (view0, ...): no warning
         model.predict(fitted)
+        np.testing.assert_array_equal(named.predict(unnamed), named.labels_)  # it warned (found by a review)
