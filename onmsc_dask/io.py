@@ -504,14 +504,16 @@ def npz_view_names(path: PathLike) -> list[str] | None:
     with np.load(path, allow_pickle=False) as npz:
         keys = list(npz.files)
     label_key = next((k for k in _LABEL_KEYS if k in keys), None)
-    names = list(_npz_views(dict.fromkeys(keys), path, label_key))
+    names = list(_npz_views(dict.fromkeys(keys), path, label_key, warn=False))
     return None if all(key.isdigit() for key in names) else names
 
 
-def _npz_views(arrays: dict[str, Any], path: Path, label_key: str | None) -> dict[str, Any]:
+def _npz_views(arrays: dict[str, Any], path: Path, label_key: str | None, warn: bool = True) -> dict[str, Any]:
     """The arrays view0, view1, ... (or X0 / X_0 ...), else arr_0, arr_1, ..., in order, keyed by position
-    ("0", "1", ...); without such names, every array but the labels, in the file's order, keyed by its name."""
-    for pattern in (r"(?:view|X)_?(\d+)", r"arr_(\d+)"):
+    ("0", "1", ...), the other arrays left out (with a warning when ``warn``); without such names, every array but the
+    labels, in the file's order, keyed by its name (an array named like labels, not as they are read, is an error)."""
+    for pattern, shown in ((r"(?:view|X)_?(\d+)", "view0, view1, ... or X0 / X_0 ..."),
+                           (r"arr_(\d+)", "arr_0, arr_1, ...")):
         numbered: dict[int, Any] = {}
         for key, array in arrays.items():
             match = re.fullmatch(pattern, key)
@@ -523,8 +525,17 @@ def _npz_views(arrays: dict[str, Any], path: Path, label_key: str | None) -> dic
             if sorted(numbered) != list(range(len(numbered))):
                 raise ValueError(f"{path}: expected arrays view0, view1, ... (or X0 / X_0 ..., or arr_0, arr_1, ...) "
                                  f"numbered from 0, found {sorted(arrays)}")
+            left = [key for key in arrays if key != label_key and not re.fullmatch(pattern, key)]
+            if left and warn:
+                user_warning(f"{path}: arrays {left} are left out: they are not named as the views are ({shown}); "
+                             "name every view so, or every view by its own name")
             return {str(p): numbered[p] for p in range(len(numbered))}
     named = {key: array for key, array in arrays.items() if key != label_key}
+    like = [key for key in named if key.lower() in {"label", "labels", "target", "targets", "class", "classes", "y"}]
+    if like:
+        raise ValueError(f"{path}: array {like[0]!r} looks like labels, but labels are read from the first of "
+                         f"{' / '.join(_LABEL_KEYS)}" + (f" ({label_key} here): keep one of them" if label_key else
+                                                          ": save them as y=..."))
     if not named:
         raise ValueError(f"{path}: holds no views (only {sorted(arrays)}); save them as np.savez(f, view0=A, "
                          "view1=B, y=y) or by name, np.savez(f, colour=A, texture=B)")

@@ -354,6 +354,14 @@ def test_load_npz_of_named_arrays_takes_them_as_views_by_name(tmp_path, dataset)
     np.savez(tmp_path / "y.npz", y=y)
     with pytest.raises(ValueError, match=r"y\.npz: holds no views \(only \['y'\]\)"):
         load_npz(tmp_path / "y.npz")
+    # labels under another name were read as a view ("view 'target': has shape (n,)", found by a review)
+    np.savez(tmp_path / "t.npz", data=dense[0], target=y)
+    with pytest.raises(ValueError, match=r"t\.npz: array 'target' looks like labels, but labels are read from the "
+                                         r"first of y / Y / gt / gnd / truth / labels: save them as y="):
+        load_npz(tmp_path / "t.npz")
+    np.savez(tmp_path / "two.npz", data=dense[0], y=y, label=y)
+    with pytest.raises(ValueError, match=r"array 'label' looks like labels, .* \(y here\): keep one of them"):
+        load_npz(tmp_path / "two.npz")
 
 
 def test_load_npz_errors(tmp_path):
@@ -373,8 +381,10 @@ def test_load_npz_positional_arrays(tmp_path, dataset):
     got, labels = load(tmp_path / "d.npz")
     _assert_views_equal(got, dense)
     np.testing.assert_array_equal(labels, y)
-    np.savez(tmp_path / "both.npz", np.zeros((N, 2)), view0=dense[0])  # named views win
-    _assert_views_equal(load_npz(tmp_path / "both.npz")[0], dense[:1])
+    np.savez(tmp_path / "both.npz", np.zeros((N, 2)), view0=dense[0])  # named views win, the others are said to be
+    with pytest.warns(UserWarning, match=r"both\.npz: arrays \['arr_0'\] are left out: they are not named as the "
+                                         r"views are \(view0, view1, \.\.\. or X0 / X_0 \.\.\.\)"):  # silent before
+        _assert_views_equal(load_npz(tmp_path / "both.npz")[0], dense[:1])
 
 
 def test_load_npz_object_array_is_refused_as_pickled(tmp_path):
