@@ -579,7 +579,8 @@ def load_view_files(
         return views, None
     n, lines = views[0].shape[0], []
     try:
-        y = _read_csv(Path(y_path), lines) if Path(y_path).suffix.lower() == ".csv" else _read_view_file(Path(y_path))
+        y = (_read_csv(Path(y_path), lines, labels=True) if Path(y_path).suffix.lower() == ".csv" else
+             _read_view_file(Path(y_path)))
     except ValueError as exc:
         if "could not convert string" not in str(exc):  # words where numbers go: class names
             raise
@@ -815,9 +816,9 @@ def _increasing(fields: list[str]) -> bool:
     return values is not None and bool(np.all(np.diff(values) > 0))
 
 
-def _csv_hint(first: str, line: int, message: str) -> str:
-    """What a CSV read error at `line` most likely means: another field separator, a comma ending every line, or
-    missing values."""
+def _csv_hint(first: str, line: int, message: str, labels: bool = False) -> str:
+    """What a CSV read error at `line` of a view (or of `labels`) most likely means: another field separator, a comma
+    ending every line, or missing values."""
     spaced = "," not in first and len(first.split()) > 1 and all(map(_is_number, first.split()))  # np.savetxt's
     if ";" in first or "\t" in first or spaced:
         used = "semicolons" if ";" in first else "tabs" if "\t" in first else "spaces"
@@ -833,8 +834,8 @@ def _csv_hint(first: str, line: int, message: str) -> str:
     if found and found[1].strip().lower() in _ID_MARKS:
         return "; it holds missing values: impute them or drop their rows first"
     if line > 1 and found and re.search(r"column 1\b", message):
-        return ("; its first column holds text, such as sample names: remove it (rows are matched by position); if it "
-                "names features, the table is transposed: rows must be samples (df.T)")
+        return ("; its first column holds text, such as sample names: remove it (rows are matched by position)" +
+                ("" if labels else "; if it names features, the table is transposed: rows must be samples (df.T)"))
     return ""
 
 
@@ -852,9 +853,9 @@ def _named_column(message: str, names: list[str]) -> str:
     return f"could not convert string '{short(found[1])}' to float64, column {column}{name}"
 
 
-def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
-    """A numeric CSV file as a 2-D float64 array, its header and index column dropped (see :func:`load_view_files`);
-    `lines` is given the file line of each row."""
+def _read_csv(path: Path, lines: list[int] | None = None, labels: bool = False) -> np.ndarray:
+    """A numeric CSV file (a view, or `labels`) as a 2-D float64 array, its header and index column dropped (see
+    :func:`load_view_files`); `lines` is given the file line of each row."""
     line, first, lines = 0, "", [] if lines is None else lines  # lines: the file line of each data row
     fields, header, blanks = [], False, []  # blanks: the file's empty lines
     with path.open(encoding="utf-8-sig", errors="replace") as f:
@@ -920,8 +921,8 @@ def _read_csv(path: Path, lines: list[int] | None = None) -> np.ndarray:
         message = _named_column(re.sub(r" at row \d+", "", str(exc)), fields if header else [])
         message = re.sub(r"the number of columns changed from (\d+) to (\d+);.*", r"\2 fields where the lines before "
                          r"it have \1; every line needs as many fields as the others", message)
-        raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message}){_csv_hint(first, line, message)}") \
-            from exc
+        hint = _csv_hint(first, line, message, labels)
+        raise ValueError(f"{path}: not a numeric CSV file (line {line}: {message}){hint}") from exc
     if not data.size:
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
     inner = [blank for blank in blanks if lines[0] < blank < lines[-1]]

@@ -1151,6 +1151,11 @@ def test_new_users_csv_and_label_files_are_read_as_written_or_refused(tmp_path):
                                          r"names: remove it \(rows are matched by position\); if it names features, the "
                                          r"table is transposed: rows must be samples \(df\.T\)$"):
         load_view_files(tmp_path / "transposed.csv")
+    pd.DataFrame({"id": [f"s{i}" for i in range(n)], "label": np.arange(n) % 2}).to_csv(tmp_path / "y.csv", index=False)
+    with pytest.raises(ValueError, match=r"y\.csv: .*'s0'.*; its first column holds text, such as sample names: remove "
+                                         r"it \(rows are matched by position\); labels are one column") as info:
+        load_view_files(tmp_path / "quoted.csv", tmp_path / "y.csv")
+    assert "transposed" not in str(info.value)  # labels are no table of features (found by a review)
     sp.save_npz(tmp_path / "arr.npz", sp.csr_array(np.where(X > 0, X, 0)))
     np.testing.assert_allclose(load_view_files(tmp_path / "arr.npz")[0][0].toarray(), np.where(X > 0, X, 0))
 
