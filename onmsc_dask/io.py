@@ -658,6 +658,11 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
     if all(len(row) == 2 for row in rows) and any([row[0].strip() for row in rows[-n_samples:]] == list(map(str, ids))
                                                   for ids in (range(n_samples), range(1, n_samples + 1))):
         rows = [row[1:] for row in rows]  # pandas' Series.to_csv(): the index, then the names
+    empty = [i for i, row in enumerate(rows) if not "".join(row).strip()]
+    if empty and len(rows) not in (n_samples, n_samples + 1) and len(rows) - len(empty) in (n_samples, n_samples + 1):
+        raise ValueError(f"{path}: line {skip + empty[0] + 1} is empty, between labels ({len(empty)} such line"
+                         f"{'s' * (len(empty) > 1)}): each line is one sample's label; remove the line if it is not "
+                         "a sample") from None  # as _read_csv says of a numeric file
     if any(len(row) > 1 for row in rows) or len(rows) not in (n_samples, n_samples + 1):
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples

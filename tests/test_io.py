@@ -712,6 +712,11 @@ def test_an_empty_line_between_rows_of_a_csv_is_an_error_naming_it(tmp_path, dat
     (tmp_path / "y.csv").write_text("".join(labels[:9]) + "\n" + "".join(labels[9:]))
     with pytest.raises(ValueError, match=r"y\.csv: line 10 is empty, between rows of data \(1 such line\)"):
         load_view_files(tmp_path / "v.csv", y_path=tmp_path / "y.csv")
+    names = [f"class{c}\n" for c in y]  # class names under a header: it was "first column holds text" (a review)
+    (tmp_path / "names.csv").write_text("label\n" + "".join(names[:5]) + "\n" + "".join(names[5:]))
+    with pytest.raises(ValueError, match=r"names\.csv: line 7 is empty, between labels \(1 such line\): each line is "
+                                         r"one sample's label; remove the line if it is not a sample$"):
+        load_view_files(tmp_path / "v.csv", y_path=tmp_path / "names.csv")
 
 
 def test_empty_and_header_only_csv_files_are_named(tmp_path):
