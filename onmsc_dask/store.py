@@ -192,6 +192,9 @@ class MultiViewStore:
             unreadable = ("nothing is stored there (check the URL)"  # not zarr's "No group found in store ..."
                           if isinstance(exc, zarr.errors.GroupNotFoundError) and isinstance(self.path, Location)
                           and not _exists(self.path) else str(exc))
+            if isinstance(exc, zarr.errors.GroupNotFoundError) and (v2 := _zarr_v2_arrays(self.path)) is not None:
+                unreadable = (f"it is zarr format 2 data (zarr-python 2's or xarray's), not a store"
+                              f"{_foreign_arrays_hint(v2)}")
         else:
             unreadable = None
         if unreadable is not None and "array already exists" in unreadable:  # zarr's words for a plain array
@@ -1030,6 +1033,17 @@ def _stages_group(path: Path | Location, root: zarr.Group) -> zarr.Group:
         fs, folder = _files(path, "stages")
         fs.rm(folder if fs.isfile(folder) else f"{folder}/zarr.json")
         return root.require_group("stages")
+
+
+def _zarr_v2_arrays(path: Path | Location) -> list[str] | None:
+    """The arrays of zarr format 2 data at `path` (["."] for one array, as _foreign_arrays_hint takes them), None if
+    there is none."""
+    url, options = (path.url, path.storage_options or None) if isinstance(path, Location) else (str(path), None)
+    try:
+        found = zarr.open(url, mode="r", zarr_format=2, storage_options=options)
+    except Exception:  # noqa: BLE001 - not format 2 either: zarr's own error stands
+        return None
+    return ["."] if isinstance(found, zarr.Array) else sorted(found.array_keys())
 
 
 def _open_group(path: Path | Location, mode: str) -> zarr.Group:

@@ -275,6 +275,15 @@ def test_zarr_arrays_of_one_s_own_are_refused_with_the_way_to_fit_them(tmp_path,
                                          r"store: fit your own arrays as dask arrays, "
                                          r"ONMSC\(k\)\.fit\(\[da\.from_zarr\(url\)"):
         MultiViewStore(tmp_path / "mine.zarr" / "colour")
+    old = zarr.open_group(tmp_path / "v2.zarr", mode="w", zarr_format=2)  # zarr-python 2's format: "No group found"
+    old.create_array("colour", data=X[:, :3], chunks=(64, 3))
+    with pytest.raises(ValueError, match=r"v2\.zarr: it is zarr format 2 data \(zarr-python 2's or xarray's\), not a "
+                                         r"store; it holds zarr arrays 'colour': fit your own arrays as dask arrays"):
+        MultiViewStore(tmp_path / "v2.zarr")
+    with pytest.raises(ValueError, match=r"colour: it is zarr format 2 data .*, not a store: fit your own arrays as "
+                                         r"dask arrays, ONMSC\(k\)\.fit\(\[da\.from_zarr\(url\)"):
+        MultiViewStore(tmp_path / "v2.zarr" / "colour")
+    np.testing.assert_array_equal(da.from_zarr(str(tmp_path / "v2.zarr"), component="colour").compute(), X[:, :3])
     views = [da.from_zarr(str(tmp_path / "mine.zarr"), component=name) for name in ("colour", "shape")]
     fitted = ONMSC(3, random_state=0).fit(views).labels_
     np.testing.assert_array_equal(fitted, ONMSC(3, random_state=0).fit([X[:, :3], X[:, 3:]]).labels_)
