@@ -660,9 +660,7 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
         rows = [row[1:] for row in rows]  # pandas' Series.to_csv(): the index, then the names
     empty = [i for i, row in enumerate(rows) if not "".join(row).strip()]
     if empty and len(rows) not in (n_samples, n_samples + 1) and len(rows) - len(empty) in (n_samples, n_samples + 1):
-        raise ValueError(f"{path}: line {skip + empty[0] + 1} is empty, between labels ({len(empty)} such line"
-                         f"{'s' * (len(empty) > 1)}): each line is one sample's label; remove the line if it is not "
-                         "a sample") from None  # as _read_csv says of a numeric file
+        raise _empty_line_error(path, skip + empty[0] + 1, len(empty), "labels", "one sample's label") from None
     if any(len(row) > 1 for row in rows) or len(rows) not in (n_samples, n_samples + 1):
         raise ValueError(f"{error}; labels are one column of class ids or names, one per sample") from None
     start = len(rows) - n_samples
@@ -682,6 +680,12 @@ def _class_name_column(path: Path, n_samples: int, error: ValueError) -> np.ndar
                              "line)")
         user_warning(said)
     return np.array([float(name) for name in names]) if ids else np.array(names)  # ids: all numbers once none missing
+
+
+def _empty_line_error(path: Path, line: int, count: int, between: str, each: str) -> ValueError:
+    """The error for `count` empty lines between a CSV's rows (`between`: what the rows hold), the first at `line`."""
+    return ValueError(f"{path}: line {line} is empty, between {between} ({count} such line{'s' * (count > 1)}): each "
+                      f"line is {each}; remove the line if it is not a sample")
 
 
 def _file_labels(y: Any, n_samples: int | None, source: str,
@@ -932,9 +936,8 @@ def _read_csv(path: Path, lines: list[int] | None = None, labels: bool = False) 
         raise ValueError(f"{path}: holds no data rows" + (" (only a header row)" if header else ""))
     inner = [blank for blank in blanks if lines[0] < blank < lines[-1]]
     if inner:  # skipped, every later row would pair with the next sample's label and other views' rows
-        raise ValueError(f"{path}: line {inner[0]} is empty, between rows of data ({len(inner)} such line"
-                         f"{'s' * (len(inner) > 1)}): each line is one sample's, so one sample has nothing there; "
-                         "remove the line if it is not a sample")
+        raise _empty_line_error(path, inner[0], len(inner), "rows of data", "one sample's, so one sample has nothing "
+                                "there")
     if not np.isfinite(data).all():
         row, column = np.argwhere(~np.isfinite(data))[0]
         kind = "missing" if np.isnan(data[row, column]) else "infinite"
