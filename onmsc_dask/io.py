@@ -28,7 +28,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from .store import MultiViewStore, as_labels, encode_labels
-from .validation import check_same_rows, user_warning
+from .validation import check_same_rows, user_warning, view_label
 
 __all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files", "load_csv"]
 
@@ -234,13 +234,13 @@ def _as_view(view: Any, p: int | str, source: Path) -> View:
     return view
 
 
-def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]:
-    """Transpose views stored d×n so each has n rows.
+def _orient(views: list[View], y: np.ndarray | None, source: Path, names: list[str] | None = None) -> list[View]:
+    """Transpose views stored d×n so each has n rows; errors name the views by ``names`` (an .npz's array names).
 
     n is len(y), or without labels the dimension shared by all views (the more common
     row count, with a warning, when every view shares both). Square views: :func:`_orient_square`.
     """
-    shapes = ", ".join(f"view {p} {v.shape}" for p, v in enumerate(views))
+    shapes = ", ".join(f"{view_label(p, names)} {v.shape}" for p, v in enumerate(views))
     if y is not None:
         n = len(y)
         if not any(n in v.shape for v in views):
@@ -261,12 +261,12 @@ def _orient(views: list[View], y: np.ndarray | None, source: Path) -> list[View]
             view = _transpose(view)
         if view.shape[0] != n:
             raise ValueError(
-                f"{source}: view {p}: has shape {view.shape}, neither dimension matches "
+                f"{source}: {view_label(p, names)}: has shape {view.shape}, neither dimension matches "
                 f"{n} samples" + ("" if y is None else " (len(y))")
             )
         oriented.append(view)
     others = [view for view in oriented if view.shape[1] != n]
-    return [_orient_square(view, others, p, source) if view.shape == (n, n) else view
+    return [_orient_square(view, others, view_label(p, names), source) if view.shape == (n, n) else view
             for p, view in enumerate(oriented)]
 
 
@@ -278,7 +278,7 @@ def _transpose(view: View) -> View:
 _ORIENT_SAMPLES, _ORIENT_MARGIN = 300, 0.1
 
 
-def _orient_square(view: View, others: list[View], p: int, source: Path) -> View:
+def _orient_square(view: View, others: list[View], label: str, source: Path) -> View:
     """A square view (n = d) whose rows or columns may be the samples: its shape cannot tell, so the orientation
     whose distances between samples agree more with the other (non-square) views' is taken: the Spearman
     correlation of pairwise distances over up to _ORIENT_SAMPLES samples, mean over those views. It must win by
@@ -286,7 +286,7 @@ def _orient_square(view: View, others: list[View], p: int, source: Path) -> View
     from scipy.spatial.distance import pdist
     from scipy.stats import spearmanr
 
-    n, what = view.shape[0], f"{source}: view {p} is square ({view.shape[0]} x {view.shape[0]})"
+    n, what = view.shape[0], f"{source}: {label} is square ({view.shape[0]} x {view.shape[0]})"
     if (view != view.T).nnz == 0 if sp.issparse(view) else np.array_equal(view, view.T):  # both orientations alike
         return view
     if not others:
@@ -492,7 +492,7 @@ def load_npz(path: PathLike) -> tuple[list[View], np.ndarray | None]:
     named = _npz_views(arrays, path, label_key)
     views = [_as_view(view, key, path) for key, view in named.items()]
     names = None if all(key.isdigit() for key in named) else list(named)
-    return (_check_rows(views, path, names) if y is None else _orient(views, y, path)), y
+    return (_check_rows(views, path, names) if y is None else _orient(views, y, path, names)), y
 
 
 def npz_view_names(path: PathLike) -> list[str] | None:

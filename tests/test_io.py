@@ -362,6 +362,11 @@ def test_load_npz_of_named_arrays_takes_them_as_views_by_name(tmp_path, dataset)
     np.savez(tmp_path / "two.npz", data=dense[0], y=y, label=y)
     with pytest.raises(ValueError, match=r"array 'label' looks like labels, .* \(y here\): keep one of them"):
         load_npz(tmp_path / "two.npz")
+    # with labels, a view of the wrong row count was named by its position only (found by a review)
+    np.savez(tmp_path / "short.npz", colour=dense[0], texture=dense[1][:-1], y=y)
+    with pytest.raises(ValueError, match=rf"short\.npz: view 1 \('texture'\): has shape \({len(y) - 1}, \d+\), "
+                                         rf"neither dimension matches {len(y)} samples \(len\(y\)\)"):
+        load_npz(tmp_path / "short.npz")
 
 
 def test_load_npz_errors(tmp_path):
