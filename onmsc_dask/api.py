@@ -20,7 +20,7 @@ from .extend import build_extension, extension_landmarks, landmark_graph
 from .graph import (build_graph, check_view_graphs, default_n_neighbors, n_components, rank_consensus_affinity,
                     ranked_neighbors_count, resolve_graph_inputs, resolve_view_inputs, smallest_cluster_neighbors,
                     usable_graphs, view_facts, view_graphs, giant_cluster)
-from .fusion import LateFusionResult, full_weights, related_among, related_views, warn_unrelated
+from .fusion import LateFusionResult, default_lambda2, full_weights, related_among, related_views, warn_unrelated
 from .progress import counted
 from .selection import distortion, fuse, score_rows
 from .store import unchanged_store
@@ -602,7 +602,7 @@ class ONMSC(ClusterMixin, BaseEstimator):
         """lambda1 and lambda2 as selection.fuse takes them: numbers (``"auto"``: 1 and width * O), ``"select"``,
         and for lambda2 ``"auto"`` (width * o per order o) when lambda1 is searched."""
         l1 = self._fixed_lambda("lambda1", self.lambda1, 1.0)
-        l2 = self._fixed_lambda("lambda2", self.lambda2, width * self.order)
+        l2 = self._fixed_lambda("lambda2", self.lambda2, default_lambda2(width, self.order))
         select = None in (l1, l2)
         return ("select" if l1 is None else l1,
                 "select" if l2 is None else "auto" if select and self.lambda2 == "auto" else l2)

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from sklearn.cluster import KMeans
 
 from .fusion import converged
-from .spectral import anchor_column_sums, anchor_factor_pieces
+from .spectral import anchor_column_sums, anchor_factor_pieces, anchor_half
 from .validation import user_warning
 
 REFINE_MAX_ITER = 100  # batch steps of refine_labels at most
@@ -72,7 +72,7 @@ def affinity_operator(graph: sp.spmatrix, anchor: bool = False) -> Callable[[np.
     (spectral.anchor_factor_pieces; Lambda = Z^T 1 computed once), without forming A."""
     if not anchor:
         return lambda Y: np.asarray(graph @ Y)
-    B = (graph @ sp.diags(anchor_factor_pieces(anchor_column_sums(graph))["scale"])).tocsr()
+    B = anchor_half(graph, anchor_factor_pieces(anchor_column_sums(graph)))
     return lambda Y: np.asarray(B @ (B.T @ Y))
 
 

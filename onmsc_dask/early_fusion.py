@@ -57,6 +57,7 @@ def trace_matrices(ops: list[list[NormalizedHighOrderAffinity]]) -> tuple[np.nda
         Y[:, cols, np.arange(len(cols))] = 1.0  # E_B
         for o in range(O):
             for p in range(v):
+                # Eqs. 7 and 3 as graph.NormalizedHighOrderAffinity, on a column block
                 Y[p] = ops[p][o].A @ Y[p]  # A_p^(o+1) E_B
                 d = ops[p][o].inv_sqrt_degrees
                 np.multiply(d[:, None] * Y[p], d[cols], out=Gb[p])  # G_p^(o+1) E_B

@@ -21,7 +21,7 @@ from .cluster import again_on_lost_data, one_blas_thread, scattered
 from .rows import read_rows
 from .fusion import polar_transform
 from .graph import anchor_affinity, column_scale, inv_sqrt, select_landmarks
-from .spectral import anchor_column_sums
+from .spectral import anchor_column_sums, anchor_factor_pieces, anchor_half
 from .validation import (SCALE_EXPONENT, check_column_names, check_finite, check_int, check_known_shape,
                          check_landmarks, check_same_rows, check_view_names, column_names, default_n_landmarks,
                          numeric_objects, rows_where, user_warning, view_label, view_list)
@@ -57,8 +57,9 @@ def anchor_map(Z: sp.spmatrix, H: np.ndarray) -> np.ndarray:
     H diag(s)^-1, s = diag(H^T A H) their eigenvalues."""
     lam = anchor_column_sums(Z)
     ZtH = np.asarray(Z.T @ H)
-    s = np.einsum("mk,mk,m->k", ZtH, ZtH, np.where(lam > 0, 1.0 / np.where(lam > 0, lam, 1.0), 0.0))
-    return inv_sqrt(lam)[:, None] ** 2 * ZtH / np.maximum(s, np.finfo(float).tiny)
+    inverse = inv_sqrt(lam) ** 2  # Lambda^-1, 0 for a landmark no row links to
+    s = np.einsum("mk,mk,m->k", ZtH, ZtH, inverse)
+    return inverse[:, None] * ZtH / np.maximum(s, np.finfo(float).tiny)
 
 
 def regression_map(Z: sp.spmatrix, H: np.ndarray) -> np.ndarray:
@@ -72,10 +73,9 @@ def refinement_map(Z: sp.spmatrix, labels: np.ndarray, k: int) -> np.ndarray:
     """C (m x k) with z(x) C = the distances of a sample with anchor row z(x) to each cluster in one step of
     assign.refine_labels on this anchor graph: d(x) within_c / vol_c^2 - 2 links_c(x) / vol_c, where with b = z
     Lambda^-1/2 (B = Z Lambda^-1/2, A = B B^T) links_c(x) = b (B^T Y)_c and the degree d(x) = b B^T 1."""
-    scale = inv_sqrt(anchor_column_sums(Z))
-    B = (Z @ sp.diags(scale)).tocsr()
+    pieces = anchor_factor_pieces(anchor_column_sums(Z))
+    B, scale, u = anchor_half(Z, pieces), pieces["scale"], pieces["u"]  # u = B^T 1
     K = np.asarray(B.T @ np.eye(k)[labels])  # B^T Y, m x k
-    u = np.asarray(B.T @ np.ones(B.shape[0])).ravel()  # B^T 1
     within, volume = np.einsum("mc,mc->c", K, K), u @ K  # assoc(c, c) = ||B^T y_c||^2, vol(c) = 1^T B B^T y_c
     volume = np.where(volume > 0, volume, np.inf)
     return scale[:, None] * (np.outer(u, within / volume**2) - 2 * K / volume)
@@ -149,7 +149,7 @@ def build_extension(graphs: list[tuple[np.ndarray, sp.csr_matrix, str, int, np.n
         for o in range(fused.rotations.shape[1]):
             if o and not anchor:  # an anchor graph's H^(o) is H^(1)
                 M = fit_map(Z, H[p, o])
-            P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]
+            P = P + fused.view_weights[i] * (M * scales[p, o]) @ fused.rotations[i, o]  # Eq. 12's T, for z(x)
         views[p] = ViewExtension(landmarks, metric, r, P, None if refined is None else refinement_map(Z, refined, k),
                                  scale)
     readout_target, to_embedding = fused.embedding.shape[1] > k, polar_transform(fused.target)

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from .store import MultiViewStore, as_labels, encode_labels
 from .validation import check_same_rows, user_warning, view_label
 
-__all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files", "load_csv"]
+__all__ = ["load", "load_mat", "read_idx", "load_mnist_dir", "load_npz", "load_view_files"]
 
 View = np.ndarray | sp.csr_matrix
 PathLike = str | os.PathLike
@@ -707,10 +707,6 @@ def view_file_names(paths: Sequence[PathLike]) -> list[str] | None:
     """The views' names from their files' names without the suffix, when these differ (else None)."""
     stems = [Path(p).stem for p in paths]
     return stems if len(set(stems)) == len(stems) else None
-
-
-#: the reader's earlier name, from when it read .csv files only
-load_csv = load_view_files
 
 
 def _read_view_file(path: Path) -> np.ndarray:

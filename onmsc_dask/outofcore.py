@@ -8,7 +8,7 @@ resumes after the last completed stage and a changed parameter recomputes only t
 
     landmarks -> anchor_graph -> embeddings -> fusion -> labels
 
-The anchor operator G = C C^T, C = D^-1/2 B, B = Z Lambda^-1/2 (spectral.anchor_factor) is split into sums
+The anchor operator G = C C^T, C = D^-1/2 B, B = Z Lambda^-1/2 (spectral.anchor_factor_rows) is split into sums
 over row chunks (Lambda, C^T C), m-sized pieces, and row-wise products. Its eigenvectors, the same for every
 order (spectral.py), are computed once per view, either from the m x m Gram C^T C = B^T D^-1 B, a sum of
 sparse per-chunk products (``anchor_method="gram"``, the default: O(n r^2) per view), or from ``da.linalg.tsqr``

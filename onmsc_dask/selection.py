@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 
 from .assign import normalize_rows, readout
-from .fusion import LateFusionResult, fuse_views, late_fusion, views_used
+from .fusion import LateFusionResult, default_lambda2, fuse_views, late_fusion, views_used
 
 #: lambda1 candidates (weight of the consensus embedding F; tr(H*^T F) <= k like each view's term)
 LAMBDA1_GRID = (0.0, 0.5, 1.0, 2.0)
@@ -59,7 +59,8 @@ def select_fusion(H: np.ndarray, F: np.ndarray, k: int, *, lambda1=None, lambda2
     rng = np.random.default_rng(random_state)
     rows, candidates = score_rows(H.shape[-2], rng), []
     for o, l1, l2s in product(orders, l1_grid, LAMBDA2_SCALE_GRID if lambda2 is None else (None,)):
-        l2 = l2s * width * o if l2s is not None else width * o if lambda2 == "auto" else lambda2
+        auto = default_lambda2(width, o)
+        l2 = l2s * auto if l2s is not None else auto if lambda2 == "auto" else lambda2
         fused = late_fusion(H[:, :o], F, l1, l2, tol=tol, max_iter=max_iter)
         seed_rng = np.random.default_rng(rng.integers(2**31 - 1))
         candidates.append(Candidate(o, l1, l2, distortion(readout(fused.embedding, fused.target, k), k, seed_rng,

@@ -84,7 +84,7 @@ TIE_REFERENCE_SEED = 0
 def top_eigenvectors(G, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Largest-k eigenpairs of a symmetric operator (eigensolver_cost: dense eigh for small n or large k, else
     ARPACK), eigenvalues descending; tied eigenvalues get canonical_basis's vectors, so the result does not depend
-    on rounding. More pairs are computed while the k-th eigenvalue's tie may reach past them."""  # Eq. 4
+    on rounding. More pairs are computed while the k-th eigenvalue's tie may reach past them."""
     n, m = G.shape[0], min(G.shape[0], k + 1)
     vals, vecs = _top_pairs(G, m, random_state)
     while m < n and vals[k - 1] - vals[m - 1] <= TIE_TOLERANCE:
@@ -155,7 +155,7 @@ def piece_eigenvectors(G: NormalizedHighOrderAffinity) -> np.ndarray:
 
 
 def exact_embedding(A, k: int, order: int, random_state: int | None = None) -> np.ndarray:
-    """H^(o) from the exact operator G (reference solver)."""
+    """H^(o) from the exact operator G (reference solver)."""  # Eq. 4: the top-k eigenvectors of G
     return top_eigenvectors(NormalizedHighOrderAffinity(A, order), k, random_state)[1]
 
 
@@ -204,9 +204,9 @@ def nystrom_embedding(A, k: int, order: int, n_landmarks: int, oversampling: int
     return fix_signs(H)
 
 
-# The anchor operator split by rows: anchor_factor(Z) = anchor_factor_rows(Z, anchor_factor_pieces(
-# anchor_column_sums(Z))); the sums over rows (anchor_column_sums, anchor_scaled_gram) add over row chunks,
-# which is how outofcore.py runs them chunk by chunk.
+# The anchor operator G = C C^T, C = D^-1/2 B, B = Z Lambda^-1/2, split by rows: C = anchor_factor_rows(Z,
+# anchor_factor_pieces(anchor_column_sums(Z))); the sums over rows (anchor_column_sums, anchor_scaled_gram) add
+# over row chunks, which is how outofcore.py runs them chunk by chunk.
 #
 # Every order has the same eigenvectors: rows of Z sum to 1, so A 1 = Z Lambda^-1 Z^T 1 = Z 1 = 1, hence
 # D = diag(A^o 1) = I and G^(o) = A^o, whose top-k eigenvectors are A's (A is PSD, so powers keep the order of
@@ -219,15 +219,20 @@ def anchor_column_sums(Z: sp.csr_matrix) -> np.ndarray:
 
 
 def anchor_factor_pieces(lam: np.ndarray) -> dict[str, np.ndarray]:
-    """The m-sized parts of anchor_factor from Lambda: Lambda^-1/2 and u = B^T 1, so that the degrees are
+    """The m-sized parts of C from Lambda: Lambda^-1/2 and u = B^T 1, so that the degrees are
     A 1 = B u."""
     scale = inv_sqrt(lam)
     return {"scale": scale, "u": scale * lam}
 
 
+def anchor_half(Z: sp.spmatrix, pieces: dict) -> sp.csr_matrix:
+    """B = Z Lambda^-1/2 (A = B B^T) for a row block."""
+    return (Z @ sp.diags(pieces["scale"])).tocsr()
+
+
 def anchor_scaled_rows(Z: sp.csr_matrix, pieces: dict) -> tuple[sp.csr_matrix, np.ndarray]:
     """B = Z Lambda^-1/2 and D^-1/2 for a row block."""
-    B = (Z @ sp.diags(pieces["scale"])).tocsr()
+    B = anchor_half(Z, pieces)
     degrees = B @ pieces["u"]  # Eq. 2 for A = B B^T
     return B, inv_sqrt(degrees)
 
@@ -257,28 +262,16 @@ def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarr
     return inv_sqrt[:, None] * (B @ T)
 
 
-def anchor_factor(Z: sp.spmatrix) -> np.ndarray:
-    """C with G = C C^T (graph.NormalizedHighOrderAffinity's G at order 1) for the anchor affinity A = B B^T,
-    B = Z Lambda^-1/2: C = D^-1/2 B, D = A 1."""
-    Z = sp.csr_matrix(Z, dtype=np.float64)
-    return anchor_factor_rows(Z, anchor_factor_pieces(anchor_column_sums(Z)))
-
-
 def eigvecs_from_factor(C, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k eigenvectors and eigenvalues of C C^T via a tall-skinny QR (C = Q R) and the m x m eigenproblem of
-    R R^T."""
-    if hasattr(C, "dask"):
-        import dask.array as da
+    """Top-k eigenvectors and eigenvalues of C C^T for a row-chunked dask array C, via a tall-skinny QR (C = Q R,
+    dask.array.linalg.tsqr) and the m x m eigenproblem of R R^T."""
+    import dask.array as da
 
-        Q, R = da.linalg.tsqr(C)
-        R = R.compute()
-    else:
-        Q, R = np.linalg.qr(C)
+    Q, R = da.linalg.tsqr(C)
+    R = R.compute()
     vals, V = np.linalg.eigh(R @ R.T)
     top = np.argsort(vals)[::-1][:k]
-    H = Q @ V[:, top]
-    H = H.compute() if hasattr(H, "compute") else H
-    return fix_signs(np.asarray(H)), vals[top]
+    return fix_signs(np.asarray((Q @ V[:, top]).compute())), vals[top]
 
 
 def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -31,15 +31,14 @@ class ClusterLost(RuntimeError):
 
 class ClusterWatch:
     """While in use, a thread checks `client` every `poll` seconds; once it has had no worker for
-    `no_worker_timeout` seconds, or no scheduler connection for `scheduler_timeout` seconds, it cancels every
+    NO_WORKER_TIMEOUT seconds, or no scheduler connection for `scheduler_timeout` seconds, it cancels every
     future of the client (what a computation waits for), so the waiting call raises CancelledError, and keeps
     the reason in ``lost``, a ClusterLost (None while the cluster is usable)."""
 
-    def __init__(self, client: Any, no_worker_timeout: float | None = None, scheduler_timeout: float | None = None,
-                 poll: float = 0.5) -> None:
+    def __init__(self, client: Any, scheduler_timeout: float | None = None, poll: float = 0.5) -> None:
         self.client, self.poll = client, poll
         self.address = client.scheduler.address  # kept: the client drops its scheduler (None) once it loses it
-        self.limits = {"workers": NO_WORKER_TIMEOUT if no_worker_timeout is None else no_worker_timeout,
+        self.limits = {"workers": NO_WORKER_TIMEOUT,
                        "scheduler": SCHEDULER_LOST_TIMEOUT if scheduler_timeout is None else scheduler_timeout}
         self.lost: ClusterLost | None = None
         self._stop = threading.Event()

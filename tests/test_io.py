@@ -879,12 +879,6 @@ def test_load_view_files_npy_errors_name_the_file(tmp_path):
         load_view_files([tmp_path / "missing.npy"])
 
 
-def test_load_csv_is_the_view_file_reader():  # its earlier public name
-    from onmsc_dask import io
-
-    assert io.load_csv is load_view_files and "load_csv" in io.__all__
-
-
 @pytest.mark.parametrize("tail", [b"\0" * 64, bytes(range(256)), b"\x0e\0\0\0\xff\xff\0\0"],
                          ids=["zeros", "bytes", "tag"])
 def test_mat_with_bytes_after_its_last_variable_is_read(tmp_path, dataset, tail):

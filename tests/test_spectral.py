@@ -12,7 +12,8 @@ import scipy.sparse as sp
 
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
                               select_landmarks, view_affinity)
-from onmsc_dask.spectral import (anchor_embedding, anchor_factor, average_graph_embedding, eigvecs_from_factor,
+from onmsc_dask.spectral import (anchor_column_sums, anchor_embedding, anchor_factor_pieces, anchor_factor_rows,
+                                 average_graph_embedding, eigvecs_from_factor,
                                  embed_graph, exact_embedding, nystrom_embedding,
                                  orthogonalize, randomized_eigh, resolve_solver, top_eigenvectors)
 
@@ -187,9 +188,14 @@ def _anchor_data(n=300, m=20, seed=40):
     return Z, Zd @ np.diag(1.0 / Zd.sum(axis=0)) @ Zd.T
 
 
+def _anchor_factor(Z: sp.csr_matrix) -> np.ndarray:
+    """C with G = C C^T for the whole of Z, as one row block."""
+    return anchor_factor_rows(Z, anchor_factor_pieces(anchor_column_sums(Z)))
+
+
 def test_anchor_factor_matches_dense():
     Z, Ad = _anchor_data()
-    C = anchor_factor(Z)
+    C = _anchor_factor(Z)
     assert C.shape == Z.shape
     np.testing.assert_allclose(C @ C.T, _dense_G(Ad, 1), atol=1e-10)  # G = C C^T
     np.testing.assert_allclose(Ad.sum(axis=1), 1.0, atol=1e-12)  # D = I: why every order shares eigenvectors
@@ -212,17 +218,17 @@ def test_anchor_embedding_is_the_dense_high_order_embedding(order):
     assert Ho.shape == (order, Z.shape[0], K) and _projector_error(Ho[-1], ref) < 1e-7
 
 
-def test_eigvecs_from_factor_dask_equals_numpy():
+def test_eigvecs_from_factor_is_the_same_for_any_row_chunks():
+    """tsqr over row chunks gives one chunk's eigenvectors, and the Gram route's subspace and eigenvalues."""
     Z, _ = _anchor_data()
-    C = anchor_factor(Z)
-    H_np, vals_np = eigvecs_from_factor(C, K)
+    C = _anchor_factor(Z)
+    H_one, vals_one = eigvecs_from_factor(da.from_array(C, chunks=C.shape), K)
     H_da, vals_da = eigvecs_from_factor(da.from_array(C, chunks=(75, C.shape[1])), K)
-    np.testing.assert_allclose(vals_da, vals_np, atol=1e-10)
-    np.testing.assert_allclose(vals_np, anchor_embedding(Z, K)[1], atol=1e-8)
-    assert isinstance(H_da, np.ndarray) and H_da.shape == H_np.shape
-    np.testing.assert_allclose(H_da, H_np, atol=1e-10)  # sign convention makes them identical
-    assert _projector_error(H_da, H_np) < 1e-10
-    assert _projector_error(anchor_embedding(Z, K)[0], H_np) < 1e-7  # the Gram route spans the same subspace
+    np.testing.assert_allclose(vals_da, vals_one, atol=1e-10)
+    np.testing.assert_allclose(vals_one, anchor_embedding(Z, K)[1], atol=1e-8)
+    assert isinstance(H_da, np.ndarray) and H_da.shape == H_one.shape
+    np.testing.assert_allclose(H_da, H_one, atol=1e-10)  # sign convention makes them identical
+    assert _projector_error(anchor_embedding(Z, K)[0], H_one) < 1e-7  # the Gram route spans the same subspace
 
 
 @pytest.mark.parametrize("solver", ["exact", "anchor", "nystrom"])
