@@ -15,7 +15,7 @@ from sklearn.datasets import load_digits
 
 from fusion_reference import combine, eigenvalue_scaled, objective
 from onmsc_dask.fusion import (GRAM_POLAR_MAX_COND, ScaledViews, alignment_matrix, converged, fuse_views, late_fusion,
-                               polar, related_threshold, related_views, shared_structure, simplex_qp)
+                               polar, polar_transform, related_threshold, related_views, shared_structure, simplex_qp)
 from onmsc_dask.graph import view_affinity
 from onmsc_dask.spectral import average_graph_embedding, embed_graph
 
@@ -71,6 +71,20 @@ def test_polar_of_a_tall_matrix_through_its_gram_matrix_and_by_svd_when_ill_cond
         np.testing.assert_allclose(Q, U @ V.T, atol=1e-9)
         np.testing.assert_allclose(Q.T @ Q, np.eye(6), atol=1e-12 if cond > GRAM_POLAR_MAX_COND else 1e-9)
     assert calls == [1e7]  # the SVD only beyond GRAM_POLAR_MAX_COND
+
+
+@pytest.mark.parametrize("dtype, cond", [(np.float64, 1e3), (np.float64, 1e7), (np.float32, 1e3)])
+def test_polar_transform_maps_T_onto_its_polar_factor(dtype, cond):
+    """predict's R with polar(T) = T R: the fit's own polar factor for a well-conditioned float64 T, orthonormal
+    to float32's rounding for a float32 T (never factored through its Gram matrix, which squares the error)."""
+    rng = np.random.default_rng(4)
+    U, _ = np.linalg.qr(rng.normal(size=(500, 6)))
+    V, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    T = (U @ np.diag(np.logspace(0, np.log10(cond), 6)) @ V.T).astype(dtype)
+    Q = T @ polar_transform(T)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(6), atol=1e-4 if dtype == np.float32 else 1e-9)
+    if dtype == np.float64 and cond < GRAM_POLAR_MAX_COND:
+        np.testing.assert_array_equal(Q, polar(T))
 
 
 # --------------------------------------------------------------------------- M of Eq. 11
