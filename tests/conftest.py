@@ -1,5 +1,8 @@
-"""Shared test settings: hypothesis runs derandomized so CI is reproducible (a fixed, broad set of examples), the
-single-threaded BLAS fixture of the modules that ask for it, and a module's one-worker cluster for CLI runs."""
+"""Shared test settings: hypothesis runs derandomized so CI is reproducible (a fixed, broad set of examples), Ctrl-C
+as a terminal delivers it, the single-threaded BLAS fixture of the modules that ask for it, and a module's one-worker
+cluster for CLI runs."""
+import signal
+
 import pytest
 from distributed import LocalCluster
 from hypothesis import settings
@@ -7,6 +10,11 @@ from threadpoolctl import threadpool_limits
 
 settings.register_profile("reproducible", derandomize=True, deadline=None)
 settings.load_profile("reproducible")
+
+# A shell starts background jobs (`pytest &`, nohup) with SIGINT ignored, and commands the tests start inherit that,
+# so the Ctrl-C tests' SIGINT would do nothing; a terminal's foreground command has it handled.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="module")
