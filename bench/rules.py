@@ -289,6 +289,18 @@ def _equal_diagonal_alignment():
     return alignment_matrix
 
 
+def _bare_alignment():
+    """fusion.alignment_matrix of the bare eigenvectors (the paper's orthonormal H_p^(o), M_pp = O) while late fusion
+    keeps fusing the eigenvalue-scaled factors: the diversity term then measures the views' shared subspaces only,
+    and a weakly separating graph's smaller eigenvalues no longer lower the penalty on its own weight."""
+    import onmsc_dask.fusion as fusion
+    original = fusion.alignment_matrix
+
+    def alignment_matrix(H):
+        return original(fusion.ScaledViews(H.H, None, H.used) if isinstance(H, fusion.ScaledViews) else H)
+    return alignment_matrix
+
+
 def _refit_below_2n(labels: np.ndarray, n_clusters: int, n_neighbors: int) -> int:
     """graph.smallest_cluster_neighbors as it was until commit 0de2cdc: firing for a smallest cluster found below 2N
     (half its size below N), not only for one of at most N samples (the refit kept by today's criterion,
@@ -323,6 +335,7 @@ VARIANTS = {
     "effective columns below k": ({"graph.resolve_view_inputs": _columns_below_clusters(),
                                    "api.resolve_view_inputs": _columns_below_clusters()}, {}),
     "equal-diagonal M": ({"fusion.alignment_matrix": _equal_diagonal_alignment()}, {}),
+    "bare M": ({"fusion.alignment_matrix": _bare_alignment()}, {}),
     "small-cluster refit below 2N": ({"api.smallest_cluster_neighbors": _refit_below_2n}, {}),
     **{f"column scales spread {spread}": ({"graph.view_facts": _scale_spread_views(spread),
                                            "api.view_facts": _scale_spread_views(spread)}, {})
