@@ -824,6 +824,7 @@ def main(argv: list[str] | None = None) -> int:
     lost the computation, the --data URL store could not be reached or a disk is full, 130 interrupted, 143
     terminated)."""
     args = build_parser().parse_args(argv)
+    args.started = time.time()  # outputs older than this are an earlier run's (_earlier_outputs)
     from distributed.client import ClosedClientError
 
     from .supervision import ClusterLost
@@ -903,7 +904,23 @@ def _gone(args: argparse.Namespace) -> bool:
 
 def _resume_hint(args: argparse.Namespace, restart: str = "") -> str:
     """What an interrupted run keeps, and how to resume it (after `restart`, what the cluster needs first): the stages
-    of ``DIR/views.zarr``, or of the --data URL store the run writes its stages into (_open_store)."""
+    of ``DIR/views.zarr``, or of the --data URL store the run writes its stages into (_open_store); and the outputs
+    in --out that are an earlier run's."""
+    return _stages_hint(args, restart) + _earlier_outputs(args)
+
+
+def _earlier_outputs(args: argparse.Namespace) -> str:
+    """"; DIR holds an earlier run's report.json, ..." for the run files in --out older than this run (main's
+    ``args.started``), which a failed run leaves as they were (outputs.write_run_files); else ""."""
+    started = getattr(args, "started", None)
+    earlier = [] if started is None else [name for name in RUN_FILES if (args.out / name).is_file()
+                                          and (args.out / name).stat().st_mtime < started]
+    return f"; {args.out} holds an earlier run's {', '.join(earlier)}, not this run's (a run that completes " \
+           "replaces them)" if earlier else ""
+
+
+def _stages_hint(args: argparse.Namespace, restart: str) -> str:
+    """_resume_hint's stages of the store."""
     from .store import MultiViewStore
 
     url = _url(args)

@@ -878,6 +878,28 @@ def test_lost_workers_of_a_given_scheduler_say_to_start_workers(tmp_path, schedu
         "same command again to reuse it")
 
 
+def test_a_failed_run_says_the_outputs_in_out_are_an_earlier_runs(tmp_path, scheduler, monkeypatch, capsys):
+    """A run that fails after an earlier one completed leaves that run's report and labels in --out (they are replaced
+    as one set only by a run that completes): its line says so, where a user would take them for this run's (found by
+    a new-user trial)."""
+    from onmsc_dask.supervision import ClusterLost
+
+    out, run = tmp_path / "run", ["run", "--dataset", "digits", "--out", str(tmp_path / "run"), "--scheduler", scheduler]
+    assert main(run) == 0
+    labels = (out / "labels.csv").read_bytes()
+    capsys.readouterr()
+
+    def lost(*args, **kwargs):
+        raise ClusterLost("no Dask worker left for 30 s", scheduler=False)
+
+    monkeypatch.setattr("onmsc_dask.cli._fit", lost)
+    assert main([*run, "--n-clusters", "4"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"; {out} holds an earlier run's report.json, report.html, convergence.png, labels.npy, labels.csv, not this "
+        "run's (a run that completes replaces them)")
+    assert (out / "labels.csv").read_bytes() == labels  # left as they were
+
+
 def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
     """After a lost cluster or Ctrl-C the line names DIR/views.zarr, or the --data URL store a run writes its stages
     into (an fsspec memory:// store here), with the anchor chain's stages finished in a row, each reused if made with
