@@ -12,7 +12,7 @@ The anchor operator G = C C^T, C = D^-1/2 B, B = Z Lambda^-1/2 (spectral.anchor_
 over row chunks (Lambda, C^T C), m-sized pieces, and row-wise products. Its eigenvectors, the same for every
 order (spectral.py), are computed once per view, either from the m x m Gram C^T C = B^T D^-1 B, a sum of
 sparse per-chunk products (``anchor_method="gram"``, the default: O(n r^2) per view), or from ``da.linalg.tsqr``
-of the row-chunked C (``anchor_method="tsqr"``, spectral.eigvecs_from_factor: O(n m^2)).
+of the row-chunked C (``anchor_method="tsqr"``, spectral.tsqr_transform: O(n m^2)).
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from .rows import RowChunks, read_rows
 from .selection import fuse
 from .spectral import (anchor_embed_rows, anchor_factor_pieces, anchor_factor_rows,
                        anchor_column_sums, anchor_gram_transform, anchor_order_embeddings, anchor_scaled_gram,
-                       eigvecs_from_factor, fix_signs)
+                       fix_signs, tsqr_transform)
 from .store import MultiViewStore
 from .validation import (DISTINCT_CHECK_ROWS, ConstantViewError, check_finite, check_int, check_n_distinct,
                          check_not_constant, check_scale, column_range, fit_seeds, largest_magnitude, n_distinct,
@@ -231,26 +231,34 @@ def _gram_embedding(Zc: list[Any], k: int, seed: int) -> Delayed:
     pieces = dask.delayed(anchor_factor_pieces, pure=True)(sums)
     S = _tree_sum([dask.delayed(anchor_scaled_gram, pure=True)(z, pieces) for z in Zc])
     T, vals = dask.delayed(anchor_gram_transform, pure=True, nout=2)(S, k, seed)
+    return dask.delayed(tuple, pure=True)([_embed_rows(Zc, pieces, T), vals])
+
+
+def _embed_rows(Zc: list[Any], pieces: Any, T: Any) -> Delayed:
+    """Delayed sign-fixed H = D^-1/2 B T of the anchor graph given by row blocks Zc, block by block."""
     H = dask.delayed(np.vstack, pure=True)([dask.delayed(anchor_embed_rows, pure=True)(z, pieces, T) for z in Zc])
-    return dask.delayed(tuple, pure=True)([dask.delayed(fix_signs, pure=True)(H), vals])
+    return dask.delayed(fix_signs, pure=True)(H)
 
 
 def _tsqr_embeddings(jobs: list[tuple[list[Any], list[tuple[int, int]], int]], k: int,
                      client: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Embedding and eigenvalues of each job (row blocks, chunks, m) via tsqr of the row-chunked C (method "tsqr");
-    jobs run concurrently (each eigvecs_from_factor call computes twice)."""
+    """Embedding and eigenvalues of each job (row blocks, chunks, m) via R of the tsqr of the row-chunked C (method
+    "tsqr"; the jobs' QRs run concurrently), then H = D^-1/2 B T block by block, as for "gram"."""
     sums = [_tree_sum([dask.delayed(anchor_column_sums, pure=True)(z) for z in Zc]) for Zc, *_ in jobs]
-    pieces = [anchor_factor_pieces(s) for s in _compute(client, *sums)]
+    # m-sized graph constants the scheduler keeps
+    pieces = [dask.delayed(anchor_factor_pieces(s), pure=True) for s in _compute(client, *sums)]
 
-    def run(job: tuple, piece: dict) -> tuple[np.ndarray, np.ndarray]:
+    def transform(job: tuple, piece: Delayed) -> tuple[np.ndarray, np.ndarray]:
         Zc, chunks, m = job
-        piece = dask.delayed(piece, pure=True)  # a graph constant the scheduler keeps (m-sized)
         C = da.concatenate([da.from_delayed(dask.delayed(anchor_factor_rows, pure=True)(z, piece), (e - s, m), float)
                             for z, (s, e) in zip(Zc, chunks)])
-        return eigvecs_from_factor(C, k)
+        return tsqr_transform(C, k)
 
     with ThreadPoolExecutor(len(jobs)) as pool:
-        return list(pool.map(run, jobs, pieces))
+        transforms = list(pool.map(transform, jobs, pieces))
+    Hs = _compute(client, *[_embed_rows(Zc, piece, dask.delayed(T, pure=True))
+                            for (Zc, *_), piece, (T, _) in zip(jobs, pieces, transforms)])
+    return [(H, vals) for H, (_, vals) in zip(Hs, transforms)]
 
 
 class InMemory:

@@ -262,16 +262,14 @@ def anchor_embed_rows(Z: sp.csr_matrix, pieces: dict, T: np.ndarray) -> np.ndarr
     return inv_sqrt[:, None] * (B @ T)
 
 
-def eigvecs_from_factor(C, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k eigenvectors and eigenvalues of C C^T for a row-chunked dask array C, via a tall-skinny QR (C = Q R,
-    dask.array.linalg.tsqr) and the m x m eigenproblem of R R^T."""
+def tsqr_transform(C, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """T (m x k) with H = C T, and the top-k eigenvalues s^2 of G = C C^T, for a row-chunked dask array C: R of a
+    tall-skinny QR (C = Q R, dask.array.linalg.tsqr; Q is not formed) and the SVD R = U s W^T give the left
+    singular vectors C W / s of C (as anchor_gram_transform's, without forming C^T C)."""
     import dask.array as da
 
-    Q, R = da.linalg.tsqr(C)
-    R = R.compute()
-    vals, V = np.linalg.eigh(R @ R.T)
-    top = np.argsort(vals)[::-1][:k]
-    return fix_signs(np.asarray((Q @ V[:, top]).compute())), vals[top]
+    _, s, Wt = np.linalg.svd(da.linalg.tsqr(C)[1].compute())
+    return Wt[:k].T / np.maximum(s[:k], np.finfo(float).tiny), s[:k] ** 2
 
 
 def anchor_embedding(Z: sp.spmatrix, k: int, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -13,9 +13,9 @@ import scipy.sparse as sp
 from onmsc_dask.graph import (NormalizedHighOrderAffinity, anchor_affinity, knn_affinity, nearest_neighbors,
                               select_landmarks, view_affinity)
 from onmsc_dask.spectral import (anchor_column_sums, anchor_embedding, anchor_factor_pieces, anchor_factor_rows,
-                                 average_graph_embedding, eigvecs_from_factor,
-                                 embed_graph, exact_embedding, nystrom_embedding,
-                                 orthogonalize, randomized_eigh, resolve_solver, top_eigenvectors)
+                                 average_graph_embedding, embed_graph, exact_embedding, fix_signs,
+                                 nystrom_embedding, orthogonalize, randomized_eigh, resolve_solver, top_eigenvectors,
+                                 tsqr_transform)
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_blas")
@@ -218,17 +218,22 @@ def test_anchor_embedding_is_the_dense_high_order_embedding(order):
     assert Ho.shape == (order, Z.shape[0], K) and _projector_error(Ho[-1], ref) < 1e-7
 
 
-def test_eigvecs_from_factor_is_the_same_for_any_row_chunks():
-    """tsqr over row chunks gives one chunk's eigenvectors, and the Gram route's subspace and eigenvalues."""
+def test_tsqr_transform_is_the_same_for_any_row_chunks_and_gives_the_gram_routes_eigenvectors():
+    """R of tsqr over row chunks gives one chunk's T and eigenvalues, C T is orthonormal and spans the Gram
+    route's subspace, with its eigenvalues."""
     Z, _ = _anchor_data()
     C = _anchor_factor(Z)
-    H_one, vals_one = eigvecs_from_factor(da.from_array(C, chunks=C.shape), K)
-    H_da, vals_da = eigvecs_from_factor(da.from_array(C, chunks=(75, C.shape[1])), K)
+    T_one, vals_one = tsqr_transform(da.from_array(C, chunks=C.shape), K)
+    T_da, vals_da = tsqr_transform(da.from_array(C, chunks=(75, C.shape[1])), K)
     np.testing.assert_allclose(vals_da, vals_one, atol=1e-10)
-    np.testing.assert_allclose(vals_one, anchor_embedding(Z, K)[1], atol=1e-8)
-    assert isinstance(H_da, np.ndarray) and H_da.shape == H_one.shape
+    H_ref, vals_ref = anchor_embedding(Z, K)
+    np.testing.assert_allclose(vals_one, vals_ref, atol=1e-8)
+    H_one, H_da = fix_signs(C @ T_one), fix_signs(C @ T_da)
     np.testing.assert_allclose(H_da, H_one, atol=1e-10)  # sign convention makes them identical
-    assert _projector_error(anchor_embedding(Z, K)[0], H_one) < 1e-7  # the Gram route spans the same subspace
+    _assert_orthonormal(H_one)
+    assert _projector_error(H_ref, H_one) < 1e-7
+    # each column is the eigenvector of its eigenvalue: G h = s^2 h
+    np.testing.assert_allclose(C @ (C.T @ H_one), H_one * vals_one, atol=1e-8)
 
 
 @pytest.mark.parametrize("solver", ["exact", "anchor", "nystrom"])
