@@ -7,21 +7,31 @@
 - dermatology: UCI Dermatology (366 patients, 6 classes), 2 views, clinical (attributes 1-11 and age, the 8 missing
   ages set to the median) and histopathological (attributes 12-33), from the UCI file given with --dermatology;
 - image-segmentation: UCI Image Segmentation's training file (210 outdoor image regions, 7 classes of 30), 2 views,
-  shape (attributes 1-9) and colour (attributes 10-19), from the file given with --segmentation.
+  shape (attributes 1-9) and colour (attributes 10-19), from the file given with --segmentation;
+- NAME-t10k: the 10,000 test images of each MNIST-format IDX directory given with --idx (Fashion-MNIST's,
+  `apt-get install dataset-fashion-mnist`, by default when installed), the three views of pipelines/mnist60k.py:
+  pixels, HOG, DCT.
 
-    python bench/outside.py /tmp/outside [--dermatology dermatology.data] [--segmentation segmentation.data]
+    python bench/outside.py /tmp/outside [--dermatology dermatology.data] [--segmentation segmentation.data] \
+        [--idx /usr/share/datasets/fashion-mnist --idx ../shared/data/mnist-t10k]
     python bench/quality.py --data-dir /tmp/outside --results-md none --out bench/results/quality_outside.json
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import scipy.io
 from sklearn.datasets import load_breast_cancer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+
+import mnist60k  # noqa: E402
+from onmsc_dask.io import load_mnist_dir  # noqa: E402
 
 
 def _write(path: Path, views: list[np.ndarray], y: np.ndarray) -> None:
@@ -75,12 +85,23 @@ def segmentation(source: Path, out: Path) -> None:
            np.array([names.index(row[0]) + 1 for row in rows]))
 
 
+def mnist_test_images(source: Path, out: Path) -> None:
+    images, y = load_mnist_dir(source, "t10k")
+    name = source.name.removesuffix("-t10k")
+    _write(out / f"{name}-t10k.mat", [mnist60k.pixels(images), mnist60k.hog(images), mnist60k.dct(images)], y + 1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="directory for the .mat files")
     ap.add_argument("--dermatology", type=Path, help="UCI dermatology.data")
     ap.add_argument("--segmentation", type=Path, help="UCI segmentation.data (the 210-row training file)")
+    ap.add_argument("--idx", type=Path, action="append",
+                    help="an MNIST-format IDX directory with a t10k split (repeatable; default: "
+                         f"{mnist60k.DEFAULT_DATA_DIR} when it exists)")
     args = ap.parse_args(argv)
+    if args.idx is None:
+        args.idx = [mnist60k.DEFAULT_DATA_DIR] if mnist60k.DEFAULT_DATA_DIR.exists() else []
     args.out.mkdir(parents=True, exist_ok=True)
     breast_cancer(args.out)
     nutrimouse(args.out)
@@ -88,6 +109,8 @@ def main(argv=None) -> int:
         dermatology(args.dermatology, args.out)
     if args.segmentation is not None:
         segmentation(args.segmentation, args.out)
+    for source in args.idx:
+        mnist_test_images(source, args.out)
     return 0
 
 
