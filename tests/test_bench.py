@@ -120,6 +120,29 @@ def test_quality_writes_json_and_its_block(tmp_path):
     assert len(json.loads(cache.read_text())) == 3 * 2 * len(quality.METHODS)
 
 
+def test_outside_writes_the_test_images_of_an_idx_directory_as_three_views(tmp_path):
+    """bench/outside.py --idx: the t10k split of an MNIST-format directory as pipelines/mnist60k.py's pixels, HOG
+    and DCT views with their labels, in a .mat that io.load_mat reads."""
+    import outside  # puts pipelines/ on the path
+    import mnist60k
+    from onmsc_dask.io import load_mat
+
+    rng = np.random.default_rng(0)
+    images, y = rng.integers(0, 256, size=(30, 28, 28), dtype=np.uint8), np.arange(30, dtype=np.uint8) % 3
+    idx = tmp_path / "digits-t10k"
+    idx.mkdir()
+    for name, array in (("t10k-images-idx3-ubyte", images), ("t10k-labels-idx1-ubyte", y)):
+        header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+        (idx / name).write_bytes(header + array.tobytes())
+    assert outside.main([str(tmp_path / "out"), "--idx", str(idx)]) == 0
+    views, labels = load_mat(tmp_path / "out" / "digits-t10k.mat")
+    expected = [mnist60k.pixels(images), mnist60k.hog(images), mnist60k.dct(images)]
+    assert [v.shape for v in views] == [e.shape for e in expected]
+    for v, e in zip(views, expected):
+        np.testing.assert_allclose(v, e, rtol=1e-6)
+    np.testing.assert_array_equal(np.unique(labels, return_inverse=True)[1], y)
+
+
 def test_refit_criterion_compares_both_fits_on_both_graphs(tmp_path):
     """bench/refit_criterion.py fits a set at its default N and a smaller one, and records both fits' ACC, the cuts
     of both labelings on both fits' graphs, and what each criterion keeps."""
