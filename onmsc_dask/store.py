@@ -192,6 +192,10 @@ class MultiViewStore:
             unreadable = ("nothing is stored there (check the URL)"  # not zarr's "No group found in store ..."
                           if isinstance(exc, zarr.errors.GroupNotFoundError) and isinstance(self.path, Location)
                           and not _exists(self.path) else str(exc))
+            if isinstance(exc, zarr.errors.GroupNotFoundError) and isinstance(self.path, Path) and self.path.is_file():
+                unreadable = ("it is a file, not a store (a .zarr directory): read a file's views with "
+                              "onmsc_dask.io.load(path), several files with onmsc_dask.io.load_view_files(paths), "
+                              "and fit the views they return")
             if isinstance(exc, zarr.errors.GroupNotFoundError) and (v2 := _zarr_v2_arrays(self.path)) is not None:
                 unreadable = (f"it is zarr format 2 data (zarr-python 2's or xarray's), not a store"
                               f"{_foreign_arrays_hint(v2)}")
@@ -206,7 +210,7 @@ class MultiViewStore:
                      if isinstance(self.path, Location) and self.path.protocol == "memory" and _on_worker() else "")
             raise ValueError(f"no readable onmsc-dask store at {self.path}: {unreadable}{where}")
         if attrs.get("format") != FORMAT:
-            arrays = sorted(self._root.array_keys()) if "views" not in self._root else []
+            arrays = sorted(name for name, node in self._root.members(max_depth=None) if isinstance(node, zarr.Array))
             raise ValueError(
                 f"{self.path} is not an onmsc-dask store (no format={FORMAT!r} attribute; "
                 f"a foreign zarr group or an interrupted create){_foreign_arrays_hint(arrays)}"

@@ -282,9 +282,17 @@ def view_list(views, names: Sequence[str] | None = None, y: Any = None) -> list:
     if hasattr(views, "iloc"):
         raise TypeError(f"views must be a list of arrays (one per view), not a {type(views).__name__}; wrap a "
                         "single table as [X]")
+    if hasattr(views, "array_keys"):  # a zarr Group iterates over its member names
+        raise TypeError("views must be a list of arrays (one per view), not a zarr Group; pass its arrays, "
+                        "[dask.array.from_zarr(group[name]) for name in names], or the path of an onmsc-dask store")
     views = [_xarray_data(X, p) for p, X in enumerate(views)]
     if not views:
         raise ValueError("no views given: pass a list with at least one n x d array")
+    paths = [p for p, X in enumerate(views) if isinstance(X, (str, bytes, os.PathLike))]
+    if paths:
+        raise TypeError(f"{view_label(paths[0], names)}: is a path ({views[paths[0]]!r}), not an array: read files "
+                        "with onmsc_dask.io.load_view_files(paths) or onmsc_dask.io.load(path), zarr arrays with "
+                        "dask.array.from_zarr(url)")
     if all(_ndim(X) < 2 for X in views):
         raise ValueError("views must be a list of n x d arrays, but every entry is 1-D: a single table given as a "
                          "list of rows? wrap it as [X]; a view with one feature is an n x 1 array")

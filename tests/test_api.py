@@ -530,6 +530,24 @@ def test_views_container_errors(views, error, match):
         ONMSC(2).fit(views)
 
 
+def test_paths_and_a_zarr_group_as_views_say_how_to_read_them(tmp_path):
+    """File paths in the view list were taken for "a single table given as a list of rows", a path beside an
+    array for a view of strings, and a zarr Group (it iterates over its member names) for rows as well (found by a
+    new-user helper); each now says what it is and how to read it."""
+    import zarr
+
+    X = np.ones((5, 2))
+    read = r"read files with onmsc_dask\.io\.load_view_files\(paths\) or onmsc_dask\.io\.load\(path\), zarr arrays"
+    with pytest.raises(TypeError, match=rf"^view 0: is a path \('A\.npy'\), not an array: {read}"):
+        ONMSC(2).fit(["A.npy", "B.npy"])
+    with pytest.raises(TypeError, match=rf"^view 1 \('b'\): is a path \(PosixPath\('.*B\.npy'\)\), not an array"):
+        ONMSC(2).fit([X, tmp_path / "B.npy"], view_names=["a", "b"])
+    group = zarr.open_group(tmp_path / "mine.zarr", mode="w")
+    group.create_array("colour", data=X)
+    with pytest.raises(TypeError, match=r"not a zarr Group; pass its arrays, \[dask\.array\.from_zarr\(group\[name\]\)"):
+        ONMSC(2).fit(group)
+
+
 @pytest.mark.parametrize("fmt", ["dense", "csr", "lil", "dok"])
 def test_complex_view_rejected_and_any_sparse_format_accepted(two_views, fmt):
     def as_fmt(X):

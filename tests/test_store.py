@@ -284,6 +284,15 @@ def test_zarr_arrays_of_one_s_own_are_refused_with_the_way_to_fit_them(tmp_path,
                                          r"dask arrays, ONMSC\(k\)\.fit\(\[da\.from_zarr\(url\)"):
         MultiViewStore(tmp_path / "v2.zarr" / "colour")
     np.testing.assert_array_equal(da.from_zarr(str(tmp_path / "v2.zarr"), component="colour").compute(), X[:, :3])
+    nested = zarr.open_group(tmp_path / "nested.zarr", mode="w")  # arrays in a subgroup: no hint before
+    nested.create_group("views").create_array("0", data=X[:, :3])
+    with pytest.raises(ValueError, match=r"nested\.zarr is not an onmsc-dask store \(.*\); it holds zarr arrays "
+                                         r"'views/0': fit your own arrays as dask arrays"):
+        MultiViewStore(tmp_path / "nested.zarr")
+    np.save(tmp_path / "A.npy", X)  # a file: zarr's "No group found in store PosixPath(...)" before
+    with pytest.raises(ValueError, match=r"no readable onmsc-dask store at .*A\.npy: it is a file, not a store \(a "
+                                         r"\.zarr directory\): read a file's views with onmsc_dask\.io\.load\(path\)"):
+        MultiViewStore(tmp_path / "A.npy")
     views = [da.from_zarr(str(tmp_path / "mine.zarr"), component=name) for name in ("colour", "shape")]
     fitted = ONMSC(3, random_state=0).fit(views).labels_
     np.testing.assert_array_equal(fitted, ONMSC(3, random_state=0).fit([X[:, :3], X[:, 3:]]).labels_)
