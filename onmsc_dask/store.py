@@ -40,7 +40,7 @@ from dask.system import CPU_COUNT
 from .cluster import active_client
 from .location import Location, location, unreachable
 from .validation import (check_finite, check_int, check_known_shape, check_same_rows, check_view_names, float_dtype,
-                         column_names, rows_where, user_warning, view_label, view_list)
+                         column_names, not_2d_message, rows_where, user_warning, view_label, view_list)
 
 __all__ = ["MultiViewStore", "as_labels", "encode_labels"]
 
@@ -711,7 +711,7 @@ def check_view_shapes(views: list[ViewInput], names: list[str] | None) -> int:
     for p, view in enumerate(views):
         label = view_label(p, names)
         if view.ndim != 2:
-            raise ValueError(f"{label}: is {view.ndim}-D, expected a 2-D matrix")
+            raise ValueError(not_2d_message(label, view.ndim))
         if view.dtype.kind not in "biuf":
             raise ValueError(f"{label}: has dtype {view.dtype}, expected a numeric matrix")
         check_known_shape(view, label)

@@ -121,10 +121,8 @@ def check_view(X, p: int = 0, names: Sequence[str] | None = None, float32: bool 
     if sp.issparse(X):
         X.sum_duplicates()  # canonical entries (the copy's), so value summaries see each entry once
     else:
-        if X.ndim == 1:
-            raise ValueError(f"{label}: expected a 2-D array (samples x features), got 1-D; use X.reshape(-1, 1)")
         if X.ndim != 2:
-            raise ValueError(f"{label}: expected a 2-D array (samples x features), got {X.ndim}-D")
+            raise ValueError(not_2d_message(label, X.ndim))
     n, d = X.shape
     if n == 0:
         raise ValueError(f"{label}: is empty (0 samples)")
@@ -259,6 +257,12 @@ def zero_rows(X) -> np.ndarray:
     """Indices of all-zero rows (e.g. documents without words)."""
     norms = np.asarray(abs(X).sum(axis=1)).ravel()
     return np.flatnonzero(norms == 0)
+
+
+def not_2d_message(label: str, ndim: int) -> str:
+    """The error of a view that is not samples x features, with the reshape that makes it one."""
+    fix = "X.reshape(-1, 1) (one feature)" if ndim == 1 else "X.reshape(len(X), -1) (each sample's values in a row)"
+    return f"{label}: expected a 2-D array (samples x features), got {ndim}-D; use {fix}"
 
 
 def _ndim(X) -> int:

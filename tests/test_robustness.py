@@ -8,6 +8,7 @@ import time
 import warnings
 
 import dask
+import dask.array as da
 import numpy as np
 import pandas as pd
 import pytest
@@ -80,6 +81,10 @@ BAD_INPUTS = {
     "zero-columns": (lambda v: [v[0], np.empty((N, 0))], {}, ["view 1", "zero features", f"({N}, 0)"]),
     "all-constant": (lambda v: [np.full((N, 4), 1.0), np.full((N, 5), 3.0)], {}, ["no view can separate 3"]),
     "1-d": (lambda v: [v[0], v[1][:, 0].copy()], {}, ["view 1", "1-D", "reshape"]),
+    # a dask view's said "is 1-D, expected a 2-D matrix", without the reshape (found by a new-user helper)
+    "1-d dask": (lambda v: [v[0], da.from_array(v[1][:, 0].copy())], {}, ["view 1", "1-D", "X.reshape(-1, 1)"]),
+    "3-d images": (lambda v: [v[0], np.zeros((N, 2, 3))], {}, ["view 1", "got 3-D", "X.reshape(len(X), -1)"]),
+    "3-d dask images": (lambda v: [v[0], da.zeros((N, 2, 3))], {}, ["view 1", "got 3-D", "X.reshape(len(X), -1)"]),
     # a Series was told to use X.reshape(-1, 1), which it does not have
     "series": (lambda v: [v[0], pd.Series(v[1][:, 0])], {}, ["view 1", "is a pandas Series (1-D)", "X.to_frame()"]),
     "n_clusters=1": (lambda v: v, {"k": 1}, ["n_clusters=1", "2 <= n_clusters", f"n_samples={N}"]),

@@ -166,7 +166,8 @@ def test_mismatched_rows_and_labels_name_the_problem(tmp_path, rng):
         MultiViewStore.create(tmp_path / "s.zarr", views, view_names=["CM", "HOG", "LBP"])
     with pytest.raises(ValueError, match="labels: has 49 entries, expected 50"):
         MultiViewStore.create(tmp_path / "s.zarr", views[:2], np.zeros(N - 1, int))
-    with pytest.raises(ValueError, match=r"view 1 \('view1'\): is 1-D"):
+    with pytest.raises(ValueError, match=r"view 1 \('view1'\): expected a 2-D array \(samples x features\), got 1-D; "
+                                         r"use X\.reshape\(-1, 1\)"):
         MultiViewStore.create(tmp_path / "s.zarr", [views[0], np.ones(N)])
     assert not (tmp_path / "s.zarr").exists()
 
