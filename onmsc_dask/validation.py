@@ -441,10 +441,16 @@ def n_clusters_of(n_clusters: int | None, y: np.ndarray | None, n_samples: int, 
     if n_clusters is None:
         if y is None:
             raise ValueError(f"{source} has no labels, so the number of clusters is unknown; pass --n-clusters K")
-        n_clusters = len(np.unique(y))
+        classes = np.unique(y)
+        n_clusters = len(classes)
         if n_clusters < 2:
             raise ValueError(f"the labels of {source} hold a single class, so they do not give the number of "
                              "clusters; pass --n-clusters K")
+        negative = classes[classes < 0] if classes.dtype.kind in "iuf" else classes[:0]  # not class names
+        if negative.size:
+            user_warning(f"the labels of {source} hold negative classes ({', '.join(map(str, negative[:5]))}; "
+                         f"{int(np.isin(y, negative).sum())} samples), counted among the {n_clusters} clusters; if "
+                         "they mark unlabelled samples (scikit-learn's -1), pass --n-clusters K")
     elif not n_clusters < n_samples:
         raise ValueError(f"--n-clusters {n_clusters}: must be below the {n_samples} samples of {source}")
     return check_n_clusters(n_clusters, n_samples)

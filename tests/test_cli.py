@@ -372,6 +372,25 @@ def test_missing_file_exits_2(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_negative_labels_counted_as_classes_are_said():
+    """Labels of -1 (scikit-learn's mark of unlabelled samples) made k one more without a word (found by a new-user
+    helper); k from the labels still counts them, with a warning, and given labels without negatives say nothing."""
+    import warnings
+
+    from onmsc_dask.validation import n_clusters_of
+
+    y = np.repeat([0, 1, 2, 3], 25)
+    y[:10] = -1
+    with pytest.warns(UserWarning, match=r"^the labels of neg\.zarr hold negative classes \(-1; 10 samples\), counted "
+                                         r"among the 5 clusters; if they mark unlabelled samples \(scikit-learn's -1\), "
+                                         r"pass --n-clusters K$"):
+        assert n_clusters_of(None, y, len(y), "neg.zarr") == 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert n_clusters_of(None, np.abs(y), len(y), "pos.zarr") == 4
+        assert n_clusters_of(4, y, len(y), "neg.zarr") == 4  # k given: the labels only score the result
+
+
 def test_csv_views_with_labels_file(tmp_path, scheduler, capsys):
     """One .csv per view (a header row allowed) and a --labels file; before, --data took one .csv, read as one
     unlabelled view, so a label column could only be clustered as a feature."""
