@@ -299,6 +299,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
     --data and --labels that do not go together, --storage-options without a URL, --view-names with a store, a URL
     scheme that is not installed or storage options it does not take."""
     from .location import location
+    from .store import MultiViewStore
 
     _check_data(args)
     _check_out(args)
@@ -307,6 +308,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--storage-options go with a --data URL (s3://, gs://, memory://, ...)")
     given = url or _given_store(args)
     if args.view_names is not None and given is not None:
+        if url is None:  # a zarr group that is no store: that error first (it keeps no view names)
+            MultiViewStore(given)
         raise ValueError(f"--view-names is not used with a store: {given} keeps its own view names")
     if url is not None:
         location(url, args.storage_options).filesystem()

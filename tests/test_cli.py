@@ -866,10 +866,13 @@ def test_argument_errors_come_before_connecting_to_the_scheduler(tmp_path, capsy
     cases = {("--dataset", "digits", "--storage-options", "{}"): "--storage-options go with a --data URL",
              ("--data", "s4://bucket/views.zarr"): "s4://bucket/views.zarr: URL scheme 's4' is not available",
              ("--data", str(store.path), "--view-names", "a", "b"): "--view-names is not used with a store",
+             # a zarr group that is no store said "--view-names is not used with a store" first (a new-user trial)
+             ("--data", str(tmp_path / "mine.zarr"), "--view-names", "a"): "mine.zarr is not an onmsc-dask store",
              ("--data", str(tmp_path / "gone.csv")): f"{tmp_path / 'gone.csv'}: no such file or directory",
              ("--data", str(tmp_path / "v.csv"), "--labels", str(tmp_path / "no_y.csv")):
                  f"{tmp_path / 'no_y.csv'}: no such file or directory"}
     (tmp_path / "v.csv").write_text("1,2\n3,4\n5,6\n")
+    zarr.open_group(tmp_path / "mine.zarr", mode="w").create_array("a", data=np.ones((6, 2)))
     for arguments, message in cases.items():
         start = time.monotonic()
         assert main(["run", *arguments, "--out", str(out), "--scheduler", address]) == 2
