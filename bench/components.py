@@ -46,7 +46,7 @@ def load(name: str) -> tuple[list, np.ndarray] | None:
         if not directory.is_dir():
             return None
         images, y = load_mnist_dir(directory, "t10k" if name == "mnist-t10k" else "train")
-        return [f(images) for f in (mnist60k.pixels, mnist60k.hog, mnist60k.dct)], y
+        return mnist60k.image_views(images), y
     path = SHARED / f"{name}.mat"
     return load_mat(path) if path.exists() else None
 

@@ -42,7 +42,7 @@ SEEDS = (0, 1, 2)
 
 def views_of(directory: Path, split: str, n: int) -> tuple[list[np.ndarray], np.ndarray]:
     images, y = load_mnist_dir(directory, split)
-    return [f(images[:n]) for f in (mnist60k.pixels, mnist60k.hog, mnist60k.dct)], y[:n]
+    return mnist60k.image_views(images[:n]), y[:n]
 
 
 def compile_seconds() -> dict[str, float]:

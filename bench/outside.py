@@ -88,7 +88,7 @@ def segmentation(source: Path, out: Path) -> None:
 def mnist_test_images(source: Path, out: Path) -> None:
     images, y = load_mnist_dir(source, "t10k")
     name = source.name.removesuffix("-t10k")
-    _write(out / f"{name}-t10k.mat", [mnist60k.pixels(images), mnist60k.hog(images), mnist60k.dct(images)], y + 1)
+    _write(out / f"{name}-t10k.mat", mnist60k.image_views(images), y + 1)
 
 
 def main(argv=None) -> int:

@@ -35,10 +35,6 @@ K, SEED = 10, 0
 REPEATS = 3  # predict of the test images is timed this many times, the fastest kept (the machine is shared)
 
 
-def three_views(images: np.ndarray) -> list[np.ndarray]:
-    return [f(images) for f in (mnist60k.pixels, mnist60k.hog, mnist60k.dct)]
-
-
 def timed(call):
     t = time.perf_counter()
     out = call()
@@ -102,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     images, y_train = load_mnist_dir(args.data_dir, "train")
     test_images, y_test = load_mnist_dir(args.data_dir, "t10k")
-    train, test = three_views(images), three_views(test_images)
+    train, test = mnist60k.image_views(images), mnist60k.image_views(test_images)
     results = {}
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster):
         model, fit_s = timed(lambda: ONMSC(K, embedding="anchor", random_state=SEED).fit(train))

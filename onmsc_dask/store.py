@@ -155,6 +155,19 @@ def as_labels(y: Any, n_samples: int | None = None, *, name: str = "labels",
     return y.astype(np.int64)
 
 
+def _unreadable(path: Path | Location, exc: BaseException) -> str:
+    """Why no group could be opened at `path`, in place of zarr's "No group found in store ..." where it is known."""
+    if isinstance(exc, zarr.errors.GroupNotFoundError):
+        if isinstance(path, Location) and not _exists(path):
+            return "nothing is stored there (check the URL)"
+        if isinstance(path, Path) and path.is_file():
+            return ("it is a file, not a store (a .zarr directory): read a file's views with onmsc_dask.io.load(path), "
+                    "several files with onmsc_dask.io.load_view_files(paths), and fit the views they return")
+        if (v2 := _zarr_v2_arrays(path)) is not None:
+            return f"it is zarr format 2 data (zarr-python 2's or xarray's), not a store{_foreign_arrays_hint(v2)}"
+    return str(exc)
+
+
 def _foreign_arrays_hint(arrays: list[str]) -> str:
     """How to fit zarr arrays of one's own (``arrays``: their paths in the group, "." for the array itself)."""
     if not arrays:
@@ -189,16 +202,7 @@ class MultiViewStore:
             self._root = _open_group(self.path, "r")
             attrs = self._root.attrs.asdict()
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            unreadable = ("nothing is stored there (check the URL)"  # not zarr's "No group found in store ..."
-                          if isinstance(exc, zarr.errors.GroupNotFoundError) and isinstance(self.path, Location)
-                          and not _exists(self.path) else str(exc))
-            if isinstance(exc, zarr.errors.GroupNotFoundError) and isinstance(self.path, Path) and self.path.is_file():
-                unreadable = ("it is a file, not a store (a .zarr directory): read a file's views with "
-                              "onmsc_dask.io.load(path), several files with onmsc_dask.io.load_view_files(paths), "
-                              "and fit the views they return")
-            if isinstance(exc, zarr.errors.GroupNotFoundError) and (v2 := _zarr_v2_arrays(self.path)) is not None:
-                unreadable = (f"it is zarr format 2 data (zarr-python 2's or xarray's), not a store"
-                              f"{_foreign_arrays_hint(v2)}")
+            unreadable = _unreadable(self.path, exc)
         else:
             unreadable = None
         if unreadable is not None and "array already exists" in unreadable:  # zarr's words for a plain array

@@ -449,7 +449,7 @@ def n_clusters_of(n_clusters: int | None, y: np.ndarray | None, n_samples: int, 
         negative = classes[classes < 0] if classes.dtype.kind in "iuf" else classes[:0]  # not class names
         if negative.size:
             user_warning(f"the labels of {source} hold negative classes ({', '.join(map(str, negative[:5]))}; "
-                         f"{int(np.isin(y, negative).sum())} samples), counted among the {n_clusters} clusters; if "
+                         f"{int((np.asarray(y) < 0).sum())} samples), counted among the {n_clusters} clusters; if "
                          "they mark unlabelled samples (scikit-learn's -1), pass --n-clusters K")
     elif not n_clusters < n_samples:
         raise ValueError(f"--n-clusters {n_clusters}: must be below the {n_samples} samples of {source}")

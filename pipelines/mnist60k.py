@@ -134,6 +134,11 @@ def dct(images: np.ndarray, size: int = 12) -> np.ndarray:
     return coeffs[:, :size, :size].reshape(len(images), -1)
 
 
+def image_views(images: np.ndarray) -> list[np.ndarray]:
+    """The three views of uint8 images in memory, in VIEW_NAMES' order."""
+    return [pixels(images), hog(images), dct(images)]
+
+
 def split_of(data_dir: Path) -> str:
     """The split the pipeline clusters: train if `data_dir` has it, else t10k."""
     return "train" if "train" in mnist_splits(data_dir) else "t10k"
