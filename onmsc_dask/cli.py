@@ -500,9 +500,11 @@ def _fit(store: Any, n_clusters: int, args: argparse.Namespace, client: Any, log
         log("the Nystrom solver reproduces the paper's; the exact one (the default up to 20000 samples) is more "
             "accurate")
     if not anchor and store.n_samples > BRUTE_FORCE_MAX_SAMPLES:  # pynndescent's kNN graphs: compile it once
-        log(f"compiling pynndescent on the workers: about {COMPILE_SECONDS} s the first time on this machine, "
-            f"{CACHED_SECONDS} s with numba's cache after that")
+        log(f"pynndescent on the workers: compiled the first time on this machine (about {COMPILE_SECONDS} s), "
+            f"loaded from numba's cache after that (about {CACHED_SECONDS} s)")
+        started = time.perf_counter()
         warm_up(client)
+        log(f"pynndescent ready on the workers after {time.perf_counter() - started:.0f} s")
     model = ONMSC(n_clusters, n_neighbors=None if anchor else args.n_neighbors, order=args.order,
                   embedding="anchor" if anchor else args.embedding, n_components=args.n_components,
                   n_landmarks=args.n_landmarks, n_nearest_landmarks=args.n_nearest_landmarks,
@@ -553,6 +555,26 @@ async def _identity(address: str, timeout: float) -> dict:
         comm.abort()
 
 
+def _check_host(address: str) -> None:
+    """An OSError at once for an address whose host name is not known (a typo would be retried for the whole
+    timeout); a name the resolver cannot look up now (EAI_AGAIN) is left to the connection attempts."""
+    import socket
+
+    from distributed.comm.addressing import get_address_host, parse_address
+
+    try:
+        if parse_address(address)[0] not in ("tcp", "tls", "ws", "wss"):
+            return
+        host = get_address_host(address)
+        socket.getaddrinfo(host, None)
+    except socket.gaierror as exc:
+        if exc.errno == socket.EAI_NONAME:
+            raise OSError(f"no Dask scheduler at {address} (the host name {host!r} is not known); give the address "
+                          "`dask scheduler` prints (tcp://HOST:8786 by default)") from None
+    except ValueError:  # not an address distributed can parse: its own error, from the connection attempt
+        return
+
+
 def connect(address: str, timeout: float = SCHEDULER_TIMEOUT, log: Callable[[str], None] | None = None) -> Any:
     """A distributed Client (the default one from now on) of the scheduler at `address`, which has at least one
     worker; or an OSError within about 2 x `timeout` seconds: a wrong or closed port, an address that is not a
@@ -561,6 +583,7 @@ def connect(address: str, timeout: float = SCHEDULER_TIMEOUT, log: Callable[[str
     worker begins."""
     from distributed import Client
 
+    _check_host(address)
     if log is not None:  # a refused port is retried: a scheduler started with this command may still be coming up
         log(f"connecting to the Dask scheduler at {address} (trying for up to {timeout:g} s)")
     try:  # a short-lived thread with its own event loop, so this works under a running loop (Jupyter) too

@@ -162,22 +162,26 @@ def _unreadable(path: Path | Location, exc: BaseException) -> str:
             return "nothing is stored there (check the URL)"
         if isinstance(path, Path) and path.is_file():
             return ("it is a file, not a store (a .zarr directory): read a file's views with onmsc_dask.io.load(path), "
-                    "several files with onmsc_dask.io.load_view_files(paths), and fit the views they return")
+                    "several files with onmsc_dask.io.load_view_files(paths), and pass the views they return")
         if (v2 := _zarr_v2_arrays(path)) is not None:
             return f"it is zarr format 2 data (zarr-python 2's or xarray's), not a store{_foreign_arrays_hint(v2)}"
     return str(exc)
 
 
-def _foreign_arrays_hint(arrays: list[str]) -> str:
-    """How to fit zarr arrays of one's own (``arrays``: their paths in the group, "." for the array itself)."""
+def _foreign_arrays_hint(arrays: dict[str, tuple[int, ...]]) -> str:
+    """How to fit zarr arrays of one's own (``arrays``: their paths in the group and shapes, "." for the array
+    itself); the views are the 2-D ones, and a 1-D array is said to be labels, not a view."""
     if not arrays:
         return ""
-    held = "" if arrays == ["."] else f"; it holds zarr arrays {', '.join(map(repr, arrays[:6]))}" + (
-        " ..." if len(arrays) > 6 else "")
-    component = "" if arrays == ["."] else ", component=NAME"
-    return (f"{held}: fit your own arrays as dask arrays, ONMSC(k).fit([da.from_zarr(url{component}), ...]) (read "
-            f"chunk by chunk where they live), or write a store of them for the CLI, MultiViewStore.create(path, "
-            f"[da.from_zarr(url{component}), ...], y)")
+    shown = list(arrays.items())[:6]
+    held = "" if list(arrays) == ["."] else "; it holds zarr arrays " + ", ".join(
+        f"{name!r} ({' x '.join(map(str, shape))})" for name, shape in shown) + (" ..." if len(arrays) > 6 else "")
+    component = "" if list(arrays) == ["."] else ", component=NAME"
+    vectors = [name for name, shape in shown if len(shape) == 1 and name != "."]
+    labels = f" ({', '.join(map(repr, vectors))}: 1-D, so labels y, not a view)" if vectors else ""
+    return (f"{held}: fit your own 2-D arrays as dask arrays, ONMSC(k).fit([da.from_zarr(url{component}), ...]) "
+            f"(read chunk by chunk where they live), or write a store of them for the CLI, MultiViewStore.create(path, "
+            f"[da.from_zarr(url{component}), ...], y){labels}")
 
 
 class MultiViewStore:
@@ -206,7 +210,7 @@ class MultiViewStore:
         else:
             unreadable = None
         if unreadable is not None and "array already exists" in unreadable:  # zarr's words for a plain array
-            unreadable = f"it is one zarr array, not a store{_foreign_arrays_hint(['.'])}"
+            unreadable = f"it is one zarr array, not a store{_foreign_arrays_hint({'.': ()})}"
         if unreadable is not None:  # raised outside the except: with zarr's GroupNotFoundError as its context, a
             # worker's ValueError would reach the client as a bare Exception (tblib cannot rebuild zarr's errors)
             where = (" (a memory:// store lives in the memory of the process that wrote it: Dask worker processes "
@@ -214,7 +218,8 @@ class MultiViewStore:
                      if isinstance(self.path, Location) and self.path.protocol == "memory" and _on_worker() else "")
             raise ValueError(f"no readable onmsc-dask store at {self.path}: {unreadable}{where}")
         if attrs.get("format") != FORMAT:
-            arrays = sorted(name for name, node in self._root.members(max_depth=None) if isinstance(node, zarr.Array))
+            arrays = {name: node.shape for name, node in sorted(self._root.members(max_depth=None))
+                      if isinstance(node, zarr.Array)}
             raise ValueError(
                 f"{self.path} is not an onmsc-dask store (no format={FORMAT!r} attribute; "
                 f"a foreign zarr group or an interrupted create){_foreign_arrays_hint(arrays)}"
@@ -1043,15 +1048,16 @@ def _stages_group(path: Path | Location, root: zarr.Group) -> zarr.Group:
         return root.require_group("stages")
 
 
-def _zarr_v2_arrays(path: Path | Location) -> list[str] | None:
-    """The arrays of zarr format 2 data at `path` (["."] for one array, as _foreign_arrays_hint takes them), None if
-    there is none."""
+def _zarr_v2_arrays(path: Path | Location) -> dict[str, tuple[int, ...]] | None:
+    """The arrays of zarr format 2 data at `path` and their shapes ("." for one array, as _foreign_arrays_hint takes
+    them), None if there is none."""
     url, options = (path.url, path.storage_options or None) if isinstance(path, Location) else (str(path), None)
     try:
         found = zarr.open(url, mode="r", zarr_format=2, storage_options=options)
     except Exception:  # noqa: BLE001 - not format 2 either: zarr's own error stands
         return None
-    return ["."] if isinstance(found, zarr.Array) else sorted(found.array_keys())
+    return ({".": found.shape} if isinstance(found, zarr.Array) else
+            {name: found[name].shape for name in sorted(found.array_keys())})
 
 
 def _open_group(path: Path | Location, mode: str) -> zarr.Group:

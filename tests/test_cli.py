@@ -2,6 +2,7 @@
 import importlib.metadata
 import html
 import json
+import re
 import subprocess
 import sys
 
@@ -179,7 +180,9 @@ def test_knn_runs_compile_pynndescent_once_per_worker(tmp_path, scheduler, monke
             seen = [n for worker in client.run(_restore_nndescent).values() for n in worker]
         views_seen = [before for shape, before in seen if shape[0] == len(y)]  # not the warm-up's (200, 8) data
         assert len(views_seen) >= 2 and min(views_seen) == 1  # the view graphs used NNDescent, already compiled
-        assert "compiling pynndescent on the workers" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "pynndescent on the workers: compiled the first time on this machine" in err
+        assert re.search(r"pynndescent ready on the workers after \d+ s", err)
         assert all(client.run(lambda dask_worker: NumbaWarmup.name in dask_worker.plugins).values())
         assert NumbaWarmup.name in client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.worker_plugins))
         compiled = client.run(lambda: len(__import__("pynndescent.pynndescent_", fromlist=["x"])
@@ -788,7 +791,8 @@ def test_connect_waits_its_own_timeout_and_says_when_it_waits_for_a_worker(sched
     """A closed port is retried for the whole `timeout` (it used to give up after distributed's connect timeout, 30 s,
     while the docs say 60 s); a scheduler without workers gets a line saying the run waits for one (the heartbeat
     used to say "connecting" all along); a scheduler with workers, only the line saying how long connecting may take
-    (a refused port waited the whole timeout without saying so)."""
+    (a refused port waited the whole timeout without saying so). A host name that is not known is said at once (a
+    typo waited the whole 60 s)."""
     import socket
     import time
 
@@ -806,6 +810,10 @@ def test_connect_waits_its_own_timeout_and_says_when_it_waits_for_a_worker(sched
             connect(address, timeout=3.0)
         assert time.monotonic() - start >= 2.9
     lines = []
+    with pytest.raises(OSError, match=r"^no Dask scheduler at tcp://no-such-host\.invalid:8786 \(the host name "
+                                      r"'no-such-host\.invalid' is not known\); give the address `dask scheduler`"):
+        connect("tcp://no-such-host.invalid:8786", timeout=60.0, log=lines.append)  # said at once, not retried
+    assert lines == []
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
         with pytest.raises(OSError, match="has no workers"):
             connect(empty.scheduler_address, timeout=1.0, log=lines.append)

@@ -267,28 +267,31 @@ def test_zarr_arrays_of_one_s_own_are_refused_with_the_way_to_fit_them(tmp_path,
     group = zarr.open_group(tmp_path / "mine.zarr", mode="w")
     for name, view in (("colour", X[:, :3]), ("shape", X[:, 3:])):
         group.create_array(name, data=view, chunks=(64, 3))
+    group.create_array("labels", data=y)  # listed as labels, not as a view
     with pytest.raises(ValueError, match=r"mine\.zarr is not an onmsc-dask store \(.*\); it holds zarr arrays "
-                                         r"'colour', 'shape': fit your own arrays as dask arrays, "
+                                         r"'colour' \(300 x 3\), 'labels' \(300\), 'shape' \(300 x 3\): fit your own "
+                                         r"2-D arrays as dask arrays, "
                                          r"ONMSC\(k\)\.fit\(\[da\.from_zarr\(url, component=NAME\), \.\.\.\]\) .*, "
-                                         r"or write a store of them for the CLI, MultiViewStore\.create\(path, "):
+                                         r"or write a store of them for the CLI, MultiViewStore\.create\(path, .*, y\) "
+                                         r"\('labels': 1-D, so labels y, not a view\)$"):
         MultiViewStore(tmp_path / "mine.zarr")
     with pytest.raises(ValueError, match=r"no readable onmsc-dask store at .*colour: it is one zarr array, not a "
-                                         r"store: fit your own arrays as dask arrays, "
+                                         r"store: fit your own 2-D arrays as dask arrays, "
                                          r"ONMSC\(k\)\.fit\(\[da\.from_zarr\(url\)"):
         MultiViewStore(tmp_path / "mine.zarr" / "colour")
     old = zarr.open_group(tmp_path / "v2.zarr", mode="w", zarr_format=2)  # zarr-python 2's format: "No group found"
     old.create_array("colour", data=X[:, :3], chunks=(64, 3))
     with pytest.raises(ValueError, match=r"v2\.zarr: it is zarr format 2 data \(zarr-python 2's or xarray's\), not a "
-                                         r"store; it holds zarr arrays 'colour': fit your own arrays as dask arrays"):
+                                         r"store; it holds zarr arrays 'colour' \(300 x 3\): fit your own 2-D arrays"):
         MultiViewStore(tmp_path / "v2.zarr")
-    with pytest.raises(ValueError, match=r"colour: it is zarr format 2 data .*, not a store: fit your own arrays as "
+    with pytest.raises(ValueError, match=r"colour: it is zarr format 2 data .*, not a store: fit your own 2-D arrays as "
                                          r"dask arrays, ONMSC\(k\)\.fit\(\[da\.from_zarr\(url\)"):
         MultiViewStore(tmp_path / "v2.zarr" / "colour")
     np.testing.assert_array_equal(da.from_zarr(str(tmp_path / "v2.zarr"), component="colour").compute(), X[:, :3])
     nested = zarr.open_group(tmp_path / "nested.zarr", mode="w")  # arrays in a subgroup: no hint before
     nested.create_group("views").create_array("0", data=X[:, :3])
     with pytest.raises(ValueError, match=r"nested\.zarr is not an onmsc-dask store \(.*\); it holds zarr arrays "
-                                         r"'views/0': fit your own arrays as dask arrays"):
+                                         r"'views/0' \(300 x 3\): fit your own 2-D arrays"):
         MultiViewStore(tmp_path / "nested.zarr")
     np.save(tmp_path / "A.npy", X)  # a file: zarr's "No group found in store PosixPath(...)" before
     with pytest.raises(ValueError, match=r"no readable onmsc-dask store at .*A\.npy: it is a file, not a store \(a "
