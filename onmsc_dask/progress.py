@@ -1,6 +1,6 @@
 """Progress on stderr: stage lines with the elapsed time, and while a Dask client works, a line at least every
 HEARTBEAT seconds with the running stage's tasks done / total (the scheduler's task groups, what the dashboard's
-progress bars count) and the time left at the rate so far."""
+progress bars count) and the time those tasks need at the rate so far (a stage may submit more tasks)."""
 from __future__ import annotations
 
 import sys
@@ -85,7 +85,7 @@ class Progress:
         if total:
             line += f"; tasks {done}/{total} done"
             if 0 < done < total:
-                line += f" (est. {elapsed * (total - done) / done:.0f} s left)"
+                line += f" (est. {elapsed * (total - done) / done:.0f} s left for the tasks so far)"
             self._reported = (done, total)
         self._print(line)
 
