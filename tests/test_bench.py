@@ -120,6 +120,17 @@ def test_quality_writes_json_and_its_block(tmp_path):
     assert len(json.loads(cache.read_text())) == 3 * 2 * len(quality.METHODS)
 
 
+def _idx_dir(idx: Path, n: int) -> tuple[Path, np.ndarray, np.ndarray]:
+    """An MNIST-format directory of n random t10k images in 3 classes; returns it, the images and the labels."""
+    rng = np.random.default_rng(0)
+    images, y = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8), np.arange(n, dtype=np.uint8) % 3
+    idx.mkdir()
+    for name, array in (("t10k-images-idx3-ubyte", images), ("t10k-labels-idx1-ubyte", y)):
+        header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+        (idx / name).write_bytes(header + array.tobytes())
+    return idx, images, y
+
+
 def test_outside_writes_the_test_images_of_an_idx_directory_as_three_views(tmp_path):
     """bench/outside.py --idx: the t10k split of an MNIST-format directory as pipelines/mnist60k.py's pixels, HOG
     and DCT views with their labels, in a .mat that io.load_mat reads."""
@@ -127,13 +138,7 @@ def test_outside_writes_the_test_images_of_an_idx_directory_as_three_views(tmp_p
     import mnist60k
     from onmsc_dask.io import load_mat
 
-    rng = np.random.default_rng(0)
-    images, y = rng.integers(0, 256, size=(30, 28, 28), dtype=np.uint8), np.arange(30, dtype=np.uint8) % 3
-    idx = tmp_path / "digits-t10k"
-    idx.mkdir()
-    for name, array in (("t10k-images-idx3-ubyte", images), ("t10k-labels-idx1-ubyte", y)):
-        header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
-        (idx / name).write_bytes(header + array.tobytes())
+    idx, images, y = _idx_dir(tmp_path / "digits-t10k", 30)
     assert outside.main([str(tmp_path / "out"), "--idx", str(idx)]) == 0
     views, labels = load_mat(tmp_path / "out" / "digits-t10k.mat")
     expected = [mnist60k.pixels(images), mnist60k.hog(images), mnist60k.dct(images)]
@@ -141,6 +146,45 @@ def test_outside_writes_the_test_images_of_an_idx_directory_as_three_views(tmp_p
     for v, e in zip(views, expected):
         np.testing.assert_allclose(v, e, rtol=1e-6)
     np.testing.assert_array_equal(np.unique(labels, return_inverse=True)[1], y)
+
+
+def test_peers_summary_counts_wins_and_an_error_as_zero():
+    """bench/peers.py's table: ONMSC's wins / ties / losses (±0.01) against each peer, a failed peer scored 0."""
+    import peers
+
+    def row(name: str, ours: float, theirs: list[float | None]) -> dict:
+        accs = dict(zip((peers.ONMSC_NAME, *peers.PEERS), [ours, *theirs]))
+        return {"dataset": name, "n": 10, "n_views": 2, "k": 2, "methods": {
+            m: {"acc": a, "nmi": a, "median_seconds": 1.0} for m, a in accs.items()}}
+
+    table = peers.markdown([row("A", 0.9, [0.5, 0.905, 0.95, None]), row("B", 0.6, [0.7, 0.5, 0.6, 0.4])], [])
+    lines = table.splitlines()
+    assert lines[2].startswith("| A (10, 2, 2) | 0.900 / 0.900 (1.0 s) |") and "| error (1.0 s) |" in lines[2]
+    assert "| **mean ACC** (an error counts 0) | 0.750 | 0.600 | 0.703 | 0.775 | 0.200 |" in lines
+    assert "| **ONMSC: wins / ties / losses** (±0.01) | – | 1/0/1 | 1/1/0 | 0/1/1 | 2/0/0 |" in lines
+
+
+def test_peers_fits_onmsc_and_mvlearn_on_every_set_and_on_images(tmp_path):
+    """bench/peers.py runs every method on every .mat at every seed, and the scale table on an IDX directory's
+    first n images, and writes its JSON."""
+    pytest.importorskip("mvlearn", reason="bench/peers.py's peer: pip install --no-deps mvlearn==0.5.0 seaborn")
+    import peers
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _two_view_mat(data / "Toy.mat", 0)
+    idx, _, _ = _idx_dir(tmp_path / "idx", 60)
+    out = tmp_path / "peers.json"
+    report = peers.main(["--data-dir", str(data), "--seeds", "2", "--scale-idx", str(idx), "--sizes", "30,60",
+                         "--out", str(out)])
+    assert json.loads(out.read_text())["markdown"] == report["markdown"]
+    (toy,) = report["quality"]
+    assert set(toy["methods"]) == {peers.ONMSC_NAME, *peers.PEERS}
+    assert all(len(m["runs"]) == 2 and m["acc"] > 0.9 for m in toy["methods"].values())  # 3 well-separated blobs
+    assert [(r["n"], r["method"]) for r in report["scale"]] == [
+        (n, m) for n in (30, 60) for m in (peers.ONMSC_NAME, "mvlearn co-training (kNN)",
+                                           "mvlearn co-regularized (kNN)")]
+    assert all("acc" in r and r["peak_rss_mb"] >= 0 for r in report["scale"])
 
 
 def test_refit_criterion_compares_both_fits_on_both_graphs(tmp_path):
