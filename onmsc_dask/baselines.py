@@ -48,11 +48,11 @@ def usable_views(views, n_clusters: int, view_names: Sequence[str] | None = None
     return usable, kept_names(names, kept, len(views)), kept, len(views)
 
 
-def comparable_blocks(views, view_names: Sequence[str] | None = None) -> list[np.ndarray | sp.csr_matrix]:
-    """Each view as a block that weighs the same as the others: a non-negative view with at least
+def concatenate_views(views, view_names: Sequence[str] | None = None) -> np.ndarray | sp.csr_matrix:
+    """The views side by side, each weighing the same: a non-negative view with at least
     COUNTS_MIN_ZERO_FRACTION zeros (counts or term weights) as TF-IDF rows of unit length, any other view
     standardized per column (constant columns dropped) and divided by sqrt(columns), so each block's rows have
-    a mean squared length of 1. Messages name the views by ``view_names``."""
+    a mean squared length of 1. Sparse when every block is. Messages name the views by ``view_names``."""
     blocks = []
     for X in check_views(views, view_names):
         min_value, zero_fraction, _ = value_summary(X)
@@ -63,12 +63,6 @@ def comparable_blocks(views, view_names: Sequence[str] | None = None) -> list[np
         sd = D.std(axis=0)
         D = (D[:, sd > 0] - D[:, sd > 0].mean(axis=0)) / sd[sd > 0]
         blocks.append(D / np.sqrt(D.shape[1]))
-    return blocks
-
-
-def concatenate_views(views, view_names: Sequence[str] | None = None) -> np.ndarray | sp.csr_matrix:
-    """The views' comparable_blocks side by side; sparse when every block is."""
-    blocks = comparable_blocks(views, view_names)
     if all(sp.issparse(B) for B in blocks):
         return sp.hstack(blocks).tocsr()
     return np.hstack([B.toarray() if sp.issparse(B) else B for B in blocks])
