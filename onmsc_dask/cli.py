@@ -267,7 +267,9 @@ def _open_store(args: argparse.Namespace, log: _Log, shown: list[str]) -> tuple[
             for message in previous.metadata.get("input_warnings", []):  # e.g. the class names' ids, for the report
                 user_warning(message)
             if _solver(args, store.n_samples) == "anchor":
-                log(f"resuming: {store_path} holds this input (finished stages: {_stages_text(*_finished(previous))})")
+                kept, damaged, other = _finished(previous, args)
+                log(f"{_resuming(kept)}: {store_path} holds this input (finished stages: "
+                    f"{_stages_text(kept, damaged, other)})")
             else:
                 log(f"reusing {store_path}: it holds this input; an in-memory run computes every stage again")
             return previous, source, k, given
@@ -408,26 +410,45 @@ def _recorded(store: Any, fingerprint: dict | None) -> Any:
     return store
 
 
-def _finished(store: Any) -> tuple[list[str], str | None]:
+def _finished(store: Any, args: argparse.Namespace) -> tuple[list[str], str | None, list[str]]:
     """The anchor chain's stages (the ones a run resumes after) the store holds finished, in pipeline order up to the
-    first that is not, or whose files are missing, of another size or whose metadata cannot be read (checksums are
-    left to the run), and that damaged stage (else None): the run recomputes it and every stage after it."""
+    first that is not, whose files are missing, of another size or whose metadata cannot be read (checksums are
+    left to the run), or that was made with another value of a parameter the command sets (_other_parameters); that
+    damaged stage (else None), and those parameters (else []): the run recomputes that stage and every stage after it."""
     from .outofcore import STAGES
 
-    done, kept = set(store.finished_stages()), []
+    done, kept, stored = set(store.finished_stages()), [], store.stages()
     for stage in STAGES:
         if stage not in done:
             break
+        if other := _other_parameters(stored.get(stage) or {}, args):
+            return kept, None, other
         if store.stage_damage(stage, checksums=False) is not None:
-            return kept, stage
+            return kept, stage, []
         kept.append(stage)
-    return kept, None
+    return kept, None, []
 
 
-def _stages_text(kept: list[str], damaged: str | None) -> str:
+def _other_parameters(params: dict, args: argparse.Namespace) -> list[str]:
+    """The parameters of the command line that a stored stage's `params` hold with another value ("random_state 0,
+    not 1"); the ones left to their default rule (n_landmarks, n_components) only when given."""
+    given = {"random_state": args.random_state, "order": args.order, "n_nearest_landmarks": args.n_nearest_landmarks,
+             "n_landmarks": args.n_landmarks, "n_components": args.n_components}
+    return [f"{name} {params[name]}, not {value}" for name, value in given.items()
+            if value is not None and name in params and params[name] != value]
+
+
+def _resuming(kept: list[str]) -> str:
+    """How the line about a store's finished stages starts."""
+    return "resuming" if kept else "computing every stage"
+
+
+def _stages_text(kept: list[str], damaged: str | None, other: list[str]) -> str:
     """_finished's stages as a phrase."""
+    made = (f"; {'the stages after them were' if kept else 'its stages were'} made with {', '.join(other)}: they "
+            "are computed again") if other else ""
     return (", ".join(kept) or "none") + (f"; {damaged} is damaged: it and the stages after it are recomputed"
-                                          if damaged is not None else "") + (REUSED if kept else "")
+                                          if damaged is not None else "") + made + (REUSED if kept else "")
 
 
 #: how the stages a resume lists are reused
@@ -706,9 +727,9 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
         store, source, n_clusters, copy_of = _open_store(args, log, shown)
         if isinstance(store.location, Location):  # a URL: the run's stages go into the user's store
             stack.enter_context(StoreLock(store.location))
-            kept, damaged = _finished(store)
-            if _solver(args, store.n_samples) == "anchor" and (kept or damaged):
-                log(f"resuming: {source} holds finished stages ({_stages_text(kept, damaged)})")
+            kept, damaged, other = _finished(store, args)
+            if _solver(args, store.n_samples) == "anchor" and (kept or damaged or other):
+                log(f"{_resuming(kept)}: {source} holds finished stages ({_stages_text(kept, damaged, other)})")
         y = store.labels
         timings["load_and_store"] = time.perf_counter() - t
         log(f"{store.n_samples} samples, views {store.view_names}, k={n_clusters}")
@@ -954,16 +975,18 @@ def _stages_hint(args: argparse.Namespace, restart: str) -> str:
     again = f"{restart}run the same command again"
     try:
         store = MultiViewStore(where, args.storage_options if url else None)
-        kept, damaged = _finished(store)
+        kept, damaged, other = _finished(store, args)
     except (ValueError, OSError, KeyError):  # no store yet (or not a whole one), or a URL store out of reach
         return f"{url} keeps the stages finished before; {again} to resume after them" if url else \
             f"nothing was kept; {again}"
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM while the stages are listed
         return f"{where} may keep finished stages; {again} to resume after them"
     if not kept or _solver(args, store.n_samples) != "anchor":  # an in-memory run resumes no stage
-        return f"{where} is kept (no stage finished); {again} to reuse it" if not kept else \
+        finished = f"no stage finished with {', '.join(other)}" if other else "no stage finished"
+        return f"{where} is kept ({finished}); {again} to reuse it" if not kept else \
             f"{where} is kept; {again} to reuse it (an in-memory run computes every stage again)"
-    return f"{where} keeps the finished stages ({_stages_text(kept, damaged)}); {again} to resume after the last of them"
+    return (f"{where} keeps the finished stages ({_stages_text(kept, damaged, other)}); {again} to resume after the "
+            "last of them")
 
 
 def _restart(args: argparse.Namespace, scheduler_lost: bool) -> str:

@@ -933,7 +933,7 @@ def test_a_failed_run_says_the_outputs_in_out_are_an_earlier_runs(tmp_path, sche
 def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
     """After a lost cluster or Ctrl-C the line names DIR/views.zarr, or the --data URL store a run writes its stages
     into (an fsspec memory:// store here), with the anchor chain's stages finished in a row, each reused if made with
-    the same parameters."""
+    the same parameters; the stages made with another value of a parameter the command sets are not listed."""
     from onmsc_dask.cli import _resume_hint, build_parser
 
     E = "; a finished stage is reused if made with the same parameters"
@@ -958,6 +958,22 @@ def test_resume_hint_names_the_store_that_keeps_the_stages(tmp_path):
                                        "computes every stage again)")
     local = build_parser().parse_args(["run", "--out", str(tmp_path / "out")])
     assert _resume_hint(local) == "nothing was kept; run the same command again"
+    # stages of another seed are not listed as kept: they are computed again (they were listed)
+    other = MultiViewStore.create("memory://resume-hint/other.zarr", views, y)
+    for stage, seed in (("landmarks", 0), ("anchor_graph", 1)):
+        other.write_result(stage, "R", np.zeros(2), {"random_state": seed, "n_landmarks": 60})
+        other.mark_complete(stage)
+    command = ["run", "--data", "memory://resume-hint/other.zarr", "--out", str(tmp_path / "out"), "--embedding",
+               "anchor"]
+    assert _resume_hint(build_parser().parse_args(command)) == (
+        "memory://resume-hint/other.zarr keeps the finished stages (landmarks; the stages after them were made with "
+        f"random_state 1, not 0: they are computed again{E}); run the same command again to resume after the last of "
+        "them")
+    assert _resume_hint(build_parser().parse_args([*command, "--random-state", "1"])) == (
+        "memory://resume-hint/other.zarr is kept (no stage finished with random_state 0, not 1); run the same "
+        "command again to reuse it")
+    assert _resume_hint(build_parser().parse_args([*command, "--n-landmarks", "50"])).startswith(
+        "memory://resume-hint/other.zarr is kept (no stage finished with n_landmarks 60, not 50); ")
 
 
 def test_the_same_in_memory_command_again_says_it_recomputes(tmp_path, scheduler, capsys):

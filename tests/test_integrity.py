@@ -82,7 +82,8 @@ def test_every_chunk_file_of_the_cli_in_memory_stages_is_checked(tmp_path, sched
 
 
 def test_the_resuming_line_names_a_damaged_stage_apart(tmp_path, scheduler, capsys):
-    """It used to list a damaged stage among the finished ones, then warn that it is recomputed."""
+    """It used to list a damaged stage among the finished ones, then warn that it is recomputed; and the stages of
+    another seed as finished."""
     views = _digits3(120)
     np.savez(tmp_path / "d.npz", view0=views[0], view1=views[2])
     out = tmp_path / "out"
@@ -98,6 +99,10 @@ def test_the_resuming_line_names_a_damaged_stage_apart(tmp_path, scheduler, caps
             "fusion is damaged: it and the stages after it are recomputed; a finished stage is reused if made "
             "with the same parameters)\n") in err
     np.testing.assert_array_equal(np.load(out / "labels.npy"), first)
+    # another seed: no stage is said to be resumed (it listed all five, then computed them again)
+    assert main([*command, "--random-state", "1"]) == 0
+    assert (f"computing every stage: {out / 'views.zarr'} holds this input (finished stages: none; its stages were "
+            "made with random_state 0, not 1: they are computed again)\n") in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
