@@ -438,6 +438,37 @@ def _other_parameters(params: dict, args: argparse.Namespace) -> list[str]:
             if value is not None and name in params and params[name] != value]
 
 
+def _store_error(where: Any) -> str | None:
+    """Why this process cannot open the store at `where` (a Location), in one line; None if it can."""
+    from .store import MultiViewStore
+
+    try:
+        MultiViewStore(where)
+    except Exception as exc:  # noqa: BLE001 - any failure to open it is the answer
+        return one_line(exc)
+    return None
+
+
+def _check_workers_read(client: Any, store: Any) -> None:
+    """A ValueError, before the fit, if a Dask worker cannot open the --data URL store this process opened: workers
+    started elsewhere lack the client's environment (its credentials, AWS_ENDPOINT_URL), and their first read would
+    fail mid-run, where a run whose stages are all stored would not read at all."""
+    from .location import Location
+
+    if not isinstance(store.location, Location):
+        return
+    errors = client.run(_store_error, store.location)
+    bad = {worker: error for worker, error in errors.items() if error is not None}
+    if not bad:
+        return
+    worker, error = next(iter(bad.items()))
+    need = "" if store.location.protocol == "memory" else (
+        "; the workers read the store themselves, so they need its endpoint and credentials too: give them in "
+        "--storage-options, or in the workers' environment")
+    raise ValueError(f"{len(bad)} of {len(errors)} Dask workers cannot read {store.location}, which this process "
+                     f"reads (worker {worker}: {error}){need}")
+
+
 def _resuming(kept: list[str]) -> str:
     """How the line about a store's finished stages starts."""
     return "resuming" if kept else "computing every stage"
@@ -746,6 +777,7 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
             _watch(client, stack, log)
         watch = stack.enter_context(ClusterWatch(client))
         n_workers = worker_count(client)
+        _check_workers_read(client, store)
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
         t = time.perf_counter()
         try:

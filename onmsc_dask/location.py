@@ -70,8 +70,15 @@ class Location:
             raise self._unsuited(exc) from None
 
     def _unsuited(self, exc: Exception) -> ValueError:
-        return ValueError(f"{self.url}: storage_options {sorted(self.storage_options)} do not suit {self.protocol}:// "
-                          f"({exc})")
+        """The error for storage_options the file system rejects, naming the option when its error does."""
+        named = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
+        if named is None or named[1] not in self.storage_options:
+            return ValueError(f"{self.url}: storage_options {sorted(self.storage_options)} do not suit "
+                              f"{self.protocol}:// ({exc})")
+        endpoint = ("; s3fs takes the endpoint as client_kwargs={'endpoint_url': URL}"
+                    if "endpoint" in named[1] and self.protocol in ("s3", "s3a") else "")
+        return ValueError(f"{self.url}: storage_options key {named[1]!r} is not an option of {self.protocol}://"
+                          f"{endpoint} ({exc})")
 
     def check_bucket(self) -> None:
         """An object store's bucket (the URL's first path component) must exist and be readable with the

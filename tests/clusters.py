@@ -15,7 +15,8 @@ from processes import free_port, stop
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the worker processes cannot import this module
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+#: no instance-metadata lookup by botocore in a process without S3 credentials (no network in the tests)
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
 class Cluster:

@@ -117,9 +117,14 @@ def test_uninstalled_scheme_missing_bucket_and_bad_options_are_one_line_errors(s
     with pytest.raises(ValueError, match="storage_options apply to URLs"):
         MultiViewStore(tmp_path / "x.zarr", storage_options=s3)
     # an option s3fs hands on to its client, which rejects it when used: it read as an unreachable bucket
-    with pytest.raises(ValueError, match=r"^s3://views/x\.zarr: storage_options \['bogus', 'client_kwargs', 'key', "
-                                         r"'secret'\] do not suit s3:// \(.*bogus"):
+    # (it listed every key as not suiting s3://; found by a new-user helper)
+    with pytest.raises(ValueError, match=r"^s3://views/x\.zarr: storage_options key 'bogus' is not an option of "
+                                         r"s3:// \(.*bogus"):
         MultiViewStore("s3://views/x.zarr", storage_options={**s3, "bogus": 1})
+    with pytest.raises(ValueError, match=r"^s3://views/x\.zarr: storage_options key 'endpoint' is not an option of "
+                                         r"s3://; s3fs takes the endpoint as client_kwargs=\{'endpoint_url': URL\} "):
+        MultiViewStore("s3://views/x.zarr", storage_options={"key": s3["key"], "secret": s3["secret"],
+                                                             "endpoint": s3["client_kwargs"]["endpoint_url"]})
     # a cache URL: botocore's raw EndpointConnectionError, where --data and a fit's URL had this one line
     with pytest.raises(ValueError, match="bucket 'no-such-bucket' does not exist"):
         ONMSC(10, embedding="anchor", cache="s3://no-such-bucket/c.zarr").fit(_views(50)[0], storage_options=s3)
@@ -190,6 +195,31 @@ def cluster(tmp_path_factory):
         yield real.address
     finally:
         real.stop()
+
+
+def test_workers_without_the_clients_credentials_are_said_before_the_fit(s3, cluster, tmp_path, monkeypatch, capsys):
+    """Credentials and endpoint in this process's environment only (the workers were started without them): the
+    run failed at the workers' first read as "the store could not be reached mid-run ... run the same command
+    again" (which fails alike), and succeeded when every stage was stored (found by a new-user helper). Now one
+    line before the fit says that the workers cannot read the store and what they need."""
+    from onmsc_dask.cli import main
+
+    views, y = _views(200)
+    url = "s3://views/environment.zarr"
+    MultiViewStore.create(url, views, y, chunk_rows=64, storage_options=s3, overwrite=True)
+    for name, value in (("AWS_ACCESS_KEY_ID", s3["key"]), ("AWS_SECRET_ACCESS_KEY", s3["secret"]),
+                        ("AWS_ENDPOINT_URL", s3["client_kwargs"]["endpoint_url"]), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    assert MultiViewStore(url).n_samples == 200  # this process reads it through its environment
+    capsys.readouterr()
+    assert main(["run", "--data", url, "--embedding", "anchor", "--n-landmarks", "40", "--scheduler", cluster,
+                 "--out", str(tmp_path / "run")]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.match(rf"onmsc-dask: error: 2 of 2 Dask workers cannot read {url}, which this process reads \(worker "
+                    rf"tcp://127\.0\.0\.1:\d+: .*credentials.*\); the workers read the store themselves, so they "
+                    r"need its endpoint and credentials too: give them in --storage-options, or in the workers' "
+                    r"environment$", last), last
+    assert MultiViewStore(url).stages() == {} and not (tmp_path / "run" / "labels.npy").exists()
 
 
 def test_workers_read_the_views_from_s3_and_match_a_local_store(s3, cluster, tmp_path, capsys):
