@@ -275,24 +275,26 @@ class MultiViewStore:
 
     def _check_arrays(self) -> None:
         """The attributes checked against the arrays (rows, label length), and every array whose fill value could
-        pass for data checked to have all its chunk files: a ValueError naming both otherwise."""
+        pass for data checked to have all its chunk files: a ValueError naming both, and the fix, otherwise."""
+        again = ("; the store was changed after it was written: write it again from its views with "
+                 "MultiViewStore.create (or the CLI's --data with the view files)")
         for p, node in enumerate(self._views):
             rows, cols = self.view_shape(p)
             if rows != self.n_samples:
                 raise ValueError(f"store at {self.path}: attribute n_samples is {self.n_samples}, but array views/{p} "
-                                 f"({view_label(p, self.view_names)}) has {rows} rows")
+                                 f"({view_label(p, self.view_names)}) has {rows} rows{again}")
             arrays = {"": node} if isinstance(node, zarr.Array) else {f"/{key}": node[key] for key in
                                                                       ("data", "indices", "indptr")}
             if isinstance(node, zarr.Group) and arrays["/indptr"].shape[0] != rows + 1:
                 raise ValueError(f"store at {self.path}: array views/{p}/indptr has {arrays['/indptr'].shape[0]} "
-                                 f"entries, but attribute shape of views/{p} says {rows} rows (+1)")
+                                 f"entries, but attribute shape of views/{p} says {rows} rows (+1){again}")
             for key, array in arrays.items():
                 _check_written(array, f"views/{p}{key}", self.path)
         if "labels" in self._root:
             labels = self._root["labels"]
             if labels.shape != (self.n_samples,):
                 raise ValueError(f"store at {self.path}: array labels has shape {labels.shape}, but attribute "
-                                 f"n_samples is {self.n_samples}")
+                                 f"n_samples is {self.n_samples}{again}")
             _check_written(labels, "labels", self.path)
 
     @property

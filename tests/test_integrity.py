@@ -274,7 +274,9 @@ def _set_attrs(path, **attrs):
 
 
 @pytest.mark.parametrize("change, error", [
-    (dict(n_samples=30), r"attribute n_samples is 30, but array views/0 \(view 0 \('a'\)\) has 40 rows"),
+    (dict(n_samples=30), r"attribute n_samples is 30, but array views/0 \(view 0 \('a'\)\) has 40 rows; the store "
+                         r"was changed after it was written: write it again from its views with "
+                         r"MultiViewStore\.create \(or the CLI's --data with the view files\)$"),
     (dict(n_samples=50), r"attribute n_samples is 50, but array views/0 \(view 0 \('a'\)\) has 40 rows"),
     (dict(view_names=["a"]), r"attribute view_names lists 1 views \['a'\], but group views holds arrays "
                              r"\['views/0', 'views/1'\]"),
@@ -302,7 +304,8 @@ def test_labels_of_another_length_are_an_error_on_open(small, n_labels):
     root = zarr.open_group(small, mode="r+")
     del root["labels"]
     root.create_array("labels", data=np.zeros(n_labels, np.int64), fill_value=np.iinfo(np.int64).min)
-    with pytest.raises(ValueError, match=rf"array labels has shape \({n_labels},\), but attribute n_samples is 40"):
+    with pytest.raises(ValueError, match=rf"array labels has shape \({n_labels},\), but attribute n_samples is 40; "
+                                         "the store was changed after it was written: write it again"):
         MultiViewStore(small)
 
 
