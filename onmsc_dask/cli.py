@@ -658,7 +658,7 @@ def connect(address: str, timeout: float = SCHEDULER_TIMEOUT, log: Callable[[str
     except TimeoutError:
         client.close()
         raise OSError(f"the Dask scheduler at {address} has no workers (none joined within {timeout:g} s); "
-                      f"start some with `dask worker {address}`") from None
+                      f"start some with `dask worker {address} --nthreads 1`") from None
     return client
 
 
@@ -775,7 +775,7 @@ def _run(args: argparse.Namespace, log: _Log, shown: list[str]) -> dict:
             client = stack.enter_context(Client(cluster))
             timings["start_cluster"] = time.perf_counter() - t
             _watch(client, stack, log)
-        watch = stack.enter_context(ClusterWatch(client))
+        watch = stack.enter_context(ClusterWatch(client, report=log))
         n_workers = worker_count(client)
         _check_workers_read(client, store)
         log(f"Dask scheduler {client.scheduler.address} with {n_workers} workers; fitting ONMSC")
@@ -1030,7 +1030,7 @@ def _restart(args: argparse.Namespace, scheduler_lost: bool) -> str:
     if scheduler_lost:
         return (f"restart the Dask scheduler ({args.scheduler}) and its workers (`dask worker` exits with its "
                 "scheduler), then ")
-    return f"start workers with `dask worker {args.scheduler}`, then "
+    return f"start workers with `dask worker {args.scheduler} --nthreads 1`, then "
 
 
 @contextmanager

@@ -10,9 +10,10 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .location import unreachable
+from .progress import counted
 
 LOCK_NAME = ".onmsc-dask.lock"
 #: seconds the cluster may have no worker (a nanny restarts a killed one within a few) before a run is abandoned
@@ -33,10 +34,12 @@ class ClusterWatch:
     """While in use, a thread checks `client` every `poll` seconds; once it has had no worker for
     NO_WORKER_TIMEOUT seconds, or no scheduler connection for `scheduler_timeout` seconds, it cancels every
     future of the client (what a computation waits for), so the waiting call raises CancelledError, and keeps
-    the reason in ``lost``, a ClusterLost (None while the cluster is usable)."""
+    the reason in ``lost``, a ClusterLost (None while the cluster is usable). `report`, if given, is told when
+    workers leave or join."""
 
-    def __init__(self, client: Any, scheduler_timeout: float | None = None, poll: float = 0.5) -> None:
-        self.client, self.poll = client, poll
+    def __init__(self, client: Any, scheduler_timeout: float | None = None, poll: float = 0.5,
+                 report: Callable[[str], None] | None = None) -> None:
+        self.client, self.poll, self.report = client, poll, report
         self.address = client.scheduler.address  # kept: the client drops its scheduler (None) once it loses it
         self.limits = {"workers": NO_WORKER_TIMEOUT,
                        "scheduler": SCHEDULER_LOST_TIMEOUT if scheduler_timeout is None else scheduler_timeout}
@@ -58,9 +61,27 @@ class ClusterWatch:
             return "scheduler"
         return None if worker_count(self.client) else "workers"
 
+    def _workers_changed(self, before: int, now: int) -> None:
+        """Tell `report` that workers left (their tasks run again on the others, or the run waits for one) or joined."""
+        if self.report is None or now == before:
+            return
+        if now > before:
+            self.report(f"{counted(now - before, 'Dask worker')} joined the cluster ({now} now)")
+            return
+        then = (f"; {'its' if before - now == 1 else 'their'} tasks run again on the "
+                f"{'other' if now == 1 else f'{now} others'}" if now else
+                f"; the run waits up to {self.limits['workers']:g} s for one (start workers with `dask worker "
+                f"{self.address} --nthreads 1`)")
+        self.report(f"the Dask cluster lost {counted(before - now, 'worker')} ({now} left){then}")
+
     def _watch(self) -> None:
         since: dict[str, float] = {}
+        workers = None
         while not self._stop.wait(self.poll):
+            if self.client.status == "running":
+                workers, before = worker_count(self.client), workers
+                if before is not None:
+                    self._workers_changed(before, workers)
             problem = self._problem()
             since = {problem: since.get(problem, time.monotonic())} if problem else {}
             if problem and time.monotonic() - since[problem] >= self.limits[problem]:

@@ -901,7 +901,7 @@ def test_lost_workers_of_a_given_scheduler_say_to_start_workers(tmp_path, schedu
     assert main(["run", "--dataset", "digits", "--out", str(out), "--scheduler", scheduler]) == 1
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"onmsc-dask: error: no Dask worker left for 30 s; {out / 'views.zarr'} is kept (no stage finished); start "
-        f"workers with `dask worker {scheduler}`, then run the same command again to reuse it")
+        f"workers with `dask worker {scheduler} --nthreads 1`, then run the same command again to reuse it")
     assert main(["run", "--dataset", "digits", "--out", str(out), "--workers", "1"]) == 1
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"onmsc-dask: error: no Dask worker left for 30 s; {out / 'views.zarr'} is kept (no stage finished); run the "

@@ -3,6 +3,7 @@ killed in any out-of-core stage, every worker lost, the scheduler lost, two runs
 run and its rerun. docs/reliability.md lists each case with what the user sees."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -274,9 +275,11 @@ def test_every_worker_lost_is_one_line_and_the_same_command_resumes(tmp_path, cl
         client.unregister_worker_plugin("kill-all")
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == (f"onmsc-dask: error: no Dask worker left for 2 s; {out / 'views.zarr'} keeps the finished "
-                       f"stages (landmarks{EACH}); start workers with `dask worker {cluster.address}`, then run the "
+                       f"stages (landmarks{EACH}); start workers with `dask worker {cluster.address} --nthreads 1`, then run the "
                        "same command again to resume after the last of them"), err
     assert not any("Traceback" in line for line in err)
+    assert any(re.search(r"the Dask cluster lost \d workers? \(0 left\); the run waits up to 2 s for one \(start "
+                         rf"workers with `dask worker {cluster.address} --nthreads 1`\)$", line) for line in err), err
     assert not (out / supervision.LOCK_NAME).exists()
     cluster.workers = [cluster.add_worker() for _ in range(2)]
     assert _main_in_thread(argv) == 0
@@ -554,6 +557,26 @@ def test_workers_with_too_little_memory_are_one_line_before_any_work():
     with LocalCluster(n_workers=1, processes=False, memory_limit="1GiB", dashboard_address=None) as enough, \
             Client(enough):
         assert len(ONMSC(10, random_state=0, n_init=3).fit(views).labels_) == 300
+
+
+def test_the_cluster_watch_says_when_workers_leave_or_join():
+    """A worker lost mid-run (its tasks recomputed by Dask) went unsaid by the CLI, and with none left the task line
+    repeated "tasks 0/44 done" until the run stopped (found by a new-user helper)."""
+    from types import SimpleNamespace
+
+    lines = []
+    client = SimpleNamespace(status="running", scheduler=SimpleNamespace(address="tcp://127.0.0.1:1"), futures={},
+                             _scheduler_identity={"n_workers": 3})
+    with supervision.ClusterWatch(client, poll=0.02, report=lines.append):
+        for n in (2, 0, 1, 3):
+            time.sleep(0.15)
+            client._scheduler_identity = {"n_workers": n}
+        time.sleep(0.15)
+    assert lines == [
+        "the Dask cluster lost 1 worker (2 left); its tasks run again on the 2 others",
+        "the Dask cluster lost 2 workers (0 left); the run waits up to 30 s for one (start workers with `dask worker "
+        "tcp://127.0.0.1:1 --nthreads 1`)",
+        "1 Dask worker joined the cluster (1 now)", "2 Dask workers joined the cluster (3 now)"]
 
 
 def test_the_cluster_watch_says_a_lost_scheduler_once_the_client_has_dropped_it():
