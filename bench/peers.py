@@ -111,7 +111,8 @@ def _cell(m: dict) -> str:
 
 def markdown(rows: list[dict], scaled: list[dict]) -> str:
     methods = (ONMSC_NAME, *PEERS)
-    lines = ["| set (n, views, k) | " + " | ".join(methods) + " |", "| --- |" + " ---: |" * len(methods)]
+    lines = (["| set (n, views, k) | " + " | ".join(methods) + " |", "| --- |" + " ---: |" * len(methods)]
+             if rows else [])
     for r in rows:
         lines.append(f"| {r['dataset']} ({r['n']}, {r['n_views']}, {r['k']}) | " + " | ".join(
             f"{_cell(r['methods'][m])} ({r['methods'][m]['median_seconds']:.1f} s)" for m in methods) + " |")
@@ -126,9 +127,9 @@ def markdown(rows: list[dict], scaled: list[dict]) -> str:
         lines.append("| **seconds, all sets** (sum of the medians) | " + " | ".join(
             f"{sum(r['methods'][m]['median_seconds'] for r in rows):.1f}" for m in methods) + " |")
     if scaled:
-        lines += ["", "| n (MNIST-format test images, 3 views) | method | seconds | peak RSS above the start (MB) "
-                  "| ACC |",
-                  "| ---: | --- | ---: | ---: | ---: |"]
+        lines += [""] * bool(rows) + [
+            "| n (MNIST-format test images, 3 views) | method | seconds | peak RSS above the start (MB) | ACC |",
+            "| ---: | --- | ---: | ---: | ---: |"]
         lines += [f"| {r['n']} | {r['method']} | {r['seconds']:.1f} | {r.get('peak_rss_mb', '–')} | "
                   f"{r['acc']:.3f} |" if "acc" in r else f"| {r['n']} | {r['method']} | {r['seconds']:.1f} | "
                   f"{r.get('peak_rss_mb', '–')} | {r['error']} |" for r in scaled]
